@@ -1,0 +1,99 @@
+"""Typed HTTP clients, one per downstream service, used by every caller (gateway, CLI,
+benchmarks). They implement the ports in `libs.ports`."""
+
+from __future__ import annotations
+
+from urllib.parse import quote
+
+from libs.contracts import (
+    ChunkRequest,
+    ConvertResult,
+    DeleteResult,
+    EmbedKind,
+    EmbedRequest,
+    EmbedResponse,
+    GetDocumentResult,
+    IndexInfo,
+    IndexSearchRequest,
+    ListDocumentsResult,
+    ListLibrariesResult,
+    LookupResponse,
+    ModelInfo,
+    SearchResult,
+    UpsertRequest,
+    UpsertResponse,
+)
+from libs.http import ServiceClient
+from libs.vectors import Matrix, decode
+
+
+class ConverterClient(ServiceClient):
+    target = "converter"
+
+    async def convert(self, data: bytes, filename: str) -> ConvertResult:
+        payload = await self.request(
+            "POST",
+            "/convert",
+            params={"filename": filename},
+            content=data,
+            headers={"Content-Type": "application/octet-stream"},
+        )
+        return ConvertResult.model_validate(payload)
+
+    async def chunk(self, request: ChunkRequest) -> ConvertResult:
+        payload = await self.request("POST", "/chunk", json=request.model_dump())
+        return ConvertResult.model_validate(payload)
+
+
+class EmbedderClient(ServiceClient):
+    target = "embedder"
+
+    async def info(self) -> ModelInfo:
+        return ModelInfo.model_validate(await self.request("GET", "/info"))
+
+    async def embed(self, texts: list[str], kind: EmbedKind) -> Matrix:
+        body = EmbedRequest(texts=texts, kind=kind).model_dump()
+        response = EmbedResponse.model_validate(await self.request("POST", "/embed", json=body))
+        return decode(response.vectors_b64, response.dim, response.count)
+
+
+class IndexClient(ServiceClient):
+    target = "index"
+
+    async def lookup(self, library: str, source: str) -> LookupResponse:
+        payload = await self.request(
+            "GET", "/documents/lookup", params={"library": library, "source": source}
+        )
+        return LookupResponse.model_validate(payload)
+
+    async def upsert(self, request: UpsertRequest) -> UpsertResponse:
+        payload = await self.request("POST", "/documents", json=request.model_dump())
+        return UpsertResponse.model_validate(payload)
+
+    async def search(self, request: IndexSearchRequest) -> SearchResult:
+        payload = await self.request("POST", "/search", json=request.model_dump())
+        return SearchResult.model_validate(payload)
+
+    async def list_documents(
+        self, library: str | None, limit: int, offset: int
+    ) -> ListDocumentsResult:
+        params: dict[str, str | int] = {"limit": limit, "offset": offset}
+        if library is not None:
+            params["library"] = library
+        return ListDocumentsResult.model_validate(
+            await self.request("GET", "/documents", params=params)
+        )
+
+    async def list_libraries(self) -> ListLibrariesResult:
+        return ListLibrariesResult.model_validate(await self.request("GET", "/libraries"))
+
+    async def delete(self, doc_id: str) -> DeleteResult:
+        payload = await self.request("DELETE", f"/documents/{quote(doc_id, safe='')}")
+        return DeleteResult.model_validate(payload)
+
+    async def get(self, doc_id: str) -> GetDocumentResult:
+        payload = await self.request("GET", f"/documents/{quote(doc_id, safe='')}")
+        return GetDocumentResult.model_validate(payload)
+
+    async def info(self) -> IndexInfo:
+        return IndexInfo.model_validate(await self.request("GET", "/info"))

