@@ -242,6 +242,7 @@ class FolderIngestResult(_Out):
     failed: int
     results: list[IngestResult]
     errors: list[FolderError]
+    ignored_files: list[str] = Field(default_factory=list)
 
 
 # ------------------------------------------------------------------- converter messages

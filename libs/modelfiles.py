@@ -58,7 +58,9 @@ def assemble_bundled_model(target: Path) -> Path:
     sources.update({name: bundled_tokenizer_dir() / name for name in TOKENIZER_FILES})
     for name, source in sources.items():
         if not source.is_file():
-            raise ModelFilesError(f"bundled model file missing: {source}; reinstall with make install")
+            raise ModelFilesError(
+                f"bundled model file missing: {source}; reinstall with make install"
+            )
         dest = target / name
         if dest.is_symlink() or dest.exists():
             if dest.resolve() == source.resolve():

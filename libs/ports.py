@@ -13,6 +13,7 @@ from libs.contracts import (
     ChunkRequest,
     ConvertResult,
     DeleteResult,
+    EmbedKind,
     GetDocumentResult,
     IndexInfo,
     IndexSearchRequest,
@@ -24,7 +25,6 @@ from libs.contracts import (
     UpsertRequest,
     UpsertResponse,
 )
-from libs.contracts import EmbedKind
 from libs.vectors import Matrix
 
 

@@ -19,7 +19,9 @@ def encode(vectors: Matrix) -> str:
 def decode(data: str, dim: int, count: int | None = None) -> Matrix:
     raw = base64.b64decode(data.encode("ascii"), validate=True)
     if dim <= 0 or len(raw) % (4 * dim):
-        raise InvalidInputError(f"vector payload of {len(raw)} bytes is not a multiple of dim {dim}")
+        raise InvalidInputError(
+            f"vector payload of {len(raw)} bytes is not a multiple of dim {dim}"
+        )
     matrix = np.frombuffer(raw, dtype="<f4").reshape(-1, dim).astype(np.float32)
     if count is not None and matrix.shape[0] != count:
         raise InvalidInputError(f"expected {count} vectors, got {matrix.shape[0]}")

@@ -1,0 +1,31 @@
+"""Embedder app factory: the model is loaded once in the lifespan and shared by requests."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from libs.service_app import install_common
+from services.embedder.api import router
+from services.embedder.core import EmbedderCore
+from services.embedder.settings import EmbedderSettings
+
+
+def create_app(settings: EmbedderSettings | None = None) -> FastAPI:
+    settings = settings or EmbedderSettings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        app.state.core = EmbedderCore(settings)
+        try:
+            yield
+        finally:
+            await app.state.core.aclose()
+
+    app = FastAPI(title="mcpvectordb embedder", lifespan=lifespan)
+    app.state.settings = settings
+    install_common(app, "embedder")
+    app.include_router(router)
+    return app

@@ -1,0 +1,131 @@
+"""The embedding model: loaded once, batched, with per-model query/document prefixes.
+
+fastembed loads the bundled all-MiniLM-L6-v2 from a local directory (no hub access). The
+model was trained for 256 tokens, while fastembed's tokenizer would truncate at 512; we set
+the model's own limit so a long query is cut where the model expects it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from libs.contracts import EmbedKind, ModelInfo
+from libs.errors import InvalidInputError
+from libs.modelfiles import ModelFilesError, assemble_bundled_model
+from libs.settings import DEFAULT_MODEL
+from libs.vectors import Matrix
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    name: str
+    dim: int
+    max_tokens: int
+    query_prefix: str = ""
+    document_prefix: str = ""
+    bundled: bool = False
+
+
+KNOWN_MODELS: dict[str, ModelSpec] = {
+    spec.name: spec
+    for spec in (
+        ModelSpec(DEFAULT_MODEL, 384, 256, bundled=True),
+        ModelSpec(
+            "nomic-ai/nomic-embed-text-v1.5",
+            768,
+            512,
+            query_prefix="search_query: ",
+            document_prefix="search_document: ",
+        ),
+    )
+}
+ALIASES = {
+    "all-MiniLM-L6-v2": DEFAULT_MODEL,
+    "nomic-embed-text-v1.5": "nomic-ai/nomic-embed-text-v1.5",
+}
+
+
+def resolve_spec(name: str) -> ModelSpec:
+    canonical = ALIASES.get(name, name)
+    spec = KNOWN_MODELS.get(canonical)
+    if spec is None:
+        known = ", ".join(sorted(KNOWN_MODELS))
+        raise ModelFilesError(f"unknown EMBEDDING_MODEL '{name}'; known models: {known}")
+    return spec
+
+
+class Embedder:
+    """Synchronous model wrapper. One ONNX session; calls are serialised because onnxruntime
+    already uses every core for one batch."""
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        model_dir: Path | None,
+        cache_dir: Path,
+        batch_size: int = 32,
+        threads: int | None = None,
+    ) -> None:
+        from fastembed import TextEmbedding
+
+        self.spec = resolve_spec(model)
+        self.batch_size = batch_size
+        if model_dir is None:
+            if not self.spec.bundled:
+                raise ModelFilesError(
+                    f"{self.spec.name} is not bundled; download it and set EMBEDDING_MODEL_PATH "
+                    "to its directory (model.onnx plus tokenizer files)"
+                )
+            model_dir = assemble_bundled_model(cache_dir / "bundled-minilm")
+        started = time.perf_counter()
+        self._model = TextEmbedding(
+            model_name=self.spec.name,
+            specific_model_path=str(model_dir),
+            threads=threads,
+            lazy_load=False,
+        )
+        inner = getattr(self._model, "model", None)
+        tokenizer = getattr(inner, "tokenizer", None)
+        if tokenizer is not None:
+            tokenizer.enable_truncation(max_length=self.spec.max_tokens)
+        self._lock = threading.Lock()
+        log.info(
+            "embedding model loaded",
+            extra={
+                "fields": {
+                    "model": self.spec.name,
+                    "dim": self.spec.dim,
+                    "seconds": round(time.perf_counter() - started, 3),
+                }
+            },
+        )
+
+    def info(self) -> ModelInfo:
+        return ModelInfo(name=self.spec.name, dim=self.spec.dim, max_tokens=self.spec.max_tokens)
+
+    def embed(self, texts: list[str], kind: EmbedKind) -> Matrix:
+        if not texts:
+            return np.zeros((0, self.spec.dim), dtype=np.float32)
+        if any(not isinstance(t, str) for t in texts):
+            raise InvalidInputError("every text to embed must be a string")
+        prefix = self.spec.query_prefix if kind == "query" else self.spec.document_prefix
+        prepared = [prefix + t for t in texts]
+        # Similar lengths batched together waste less time on padding.
+        order = sorted(range(len(prepared)), key=lambda i: len(prepared[i]))
+        with self._lock:
+            vectors = list(
+                self._model.embed([prepared[i] for i in order], batch_size=self.batch_size)
+            )
+        out = np.empty((len(prepared), self.spec.dim), dtype=np.float32)
+        for position, index in enumerate(order):
+            out[index] = vectors[position]
+        return out

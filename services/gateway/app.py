@@ -1,0 +1,150 @@
+"""Gateway app factory.
+
+One FastAPI app serves the MCP transports (SSE at `/sse` + `/messages/`, streamable HTTP at
+`/mcp`), `POST /upload`, `POST /ingest_folder` and the probes. Its downstream ports are either
+the typed HTTP clients (cluster mode) or the service cores in this process (standalone), chosen
+by the `ports` factory given to `create_app`.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+from fastapi import FastAPI
+from mcp.server.mcpserver import Context
+from mcp.server.transport_security import TransportSecuritySettings
+
+from libs.clients import ConverterClient, EmbedderClient, IndexClient
+from libs.errors import InvalidInputError
+from libs.http import RetryPolicy
+from libs.ports import ConverterPort, EmbedderPort, IndexPort
+from libs.service_app import install_common
+from services.gateway.api import router
+from services.gateway.auth import OPEN_PATHS, BearerAuthMiddleware
+from services.gateway.pipeline import Pipeline
+from services.gateway.settings import GatewaySettings
+from services.gateway.tools import ToolService, build_mcp_server, model_cache_dir
+
+
+@dataclass
+class Ports:
+    converter: ConverterPort
+    embedder: EmbedderPort
+    index: IndexPort
+    closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
+
+
+PortsFactory = Callable[[GatewaySettings], AbstractAsyncContextManager[Ports]]
+
+
+@asynccontextmanager
+async def http_ports(settings: GatewaySettings) -> AsyncIterator[Ports]:
+    policy = RetryPolicy(attempts=settings.retry_attempts, max_seconds=settings.retry_max_s)
+    converter = ConverterClient(
+        settings.converter_url, timeout_s=settings.convert_timeout_s + 10, policy=policy
+    )
+    embedder = EmbedderClient(
+        settings.embedder_url, timeout_s=settings.http_timeout_s, policy=policy
+    )
+    index = IndexClient(settings.index_url, timeout_s=settings.http_timeout_s, policy=policy)
+    try:
+        yield Ports(converter, embedder, index)
+    finally:
+        for client in (converter, embedder, index):
+            await client.aclose()
+
+
+def _is_loopback(host: str) -> bool:
+    if host in ("localhost", ""):
+        return host == "localhost"
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_exposure(settings: GatewaySettings, host: str) -> None:
+    """Refuse to listen beyond loopback without a token, unless explicitly told to."""
+    if _is_loopback(host) or settings.auth_token or settings.allow_unauthenticated_remote:
+        return
+    raise InvalidInputError(
+        f"refusing to listen on {host} without AUTH_TOKEN: anyone who can reach it could read "
+        "and change the library. Set AUTH_TOKEN, bind 127.0.0.1, or set "
+        "ALLOW_UNAUTHENTICATED_REMOTE=true if a trusted proxy does the auth."
+    )
+
+
+def transport_security(settings: GatewaySettings) -> TransportSecuritySettings:
+    if "*" in settings.allowed_hosts:
+        return TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    hosts = ["127.0.0.1:*", "localhost:*", "[::1]:*", *settings.allowed_hosts]
+    origins = [
+        "http://127.0.0.1:*",
+        "http://localhost:*",
+        "http://[::1]:*",
+        *settings.allowed_origins,
+        *(f"https://{h}" for h in settings.allowed_hosts),
+    ]
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins
+    )
+
+
+def _access_of(ctx: Context[Any, Any]) -> str:
+    request = ctx.request_context.request
+    state = getattr(request, "scope", {}).get("state", {}) if request is not None else {}
+    return str(state.get("access", "full"))
+
+
+def create_app(
+    settings: GatewaySettings | None = None, ports: PortsFactory | None = None
+) -> FastAPI:
+    settings = settings or GatewaySettings()
+    ports_factory = ports or http_ports
+    service = ToolService(
+        transport=settings.transport, model_cache=model_cache_dir(settings.var_dir)
+    )
+    mcp = build_mcp_server(service, access_of=_access_of)
+    security = transport_security(settings)
+    sse = mcp.sse_app(transport_security=security, host=settings.bind_host)
+    streamable = mcp.streamable_http_app(transport_security=security, host=settings.bind_host)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        async with (
+            ports_factory(settings) as bound,
+            httpx.AsyncClient(
+                timeout=httpx.Timeout(settings.fetch_timeout_s),
+                trust_env=False,
+                headers={"User-Agent": "mcpvectordb/ingest_url"},
+            ) as fetcher,
+        ):
+            pipeline = Pipeline(settings, bound.converter, bound.embedder, bound.index, fetcher)
+            app.state.pipeline = pipeline
+            service.bind(pipeline)
+            try:
+                async with mcp.session_manager.run():
+                    yield
+            finally:
+                service.bind(None)
+                for close in bound.closers:
+                    await close()
+
+    app = FastAPI(title="mcpvectordb gateway", lifespan=lifespan)
+    app.state.settings = settings
+    app.add_middleware(
+        BearerAuthMiddleware, full=settings.auth_token, read_only=settings.read_only_token
+    )
+    install_common(app, "gateway")  # telemetry outermost: refused requests are counted too
+    app.include_router(router)
+    app.router.routes.extend(sse.routes)
+    app.router.routes.extend(streamable.routes)
+    return app
+
+
+__all__ = ["OPEN_PATHS", "Ports", "PortsFactory", "check_exposure", "create_app", "http_ports"]

@@ -1,0 +1,82 @@
+"""Bearer-token auth for every gateway route but the probes.
+
+Tokens come from `AUTH_TOKEN` (full access) and `READ_ONLY_TOKEN` (search and read only),
+each a comma-separated list. Comparison is constant-time. The caller's scope is kept in a
+context variable so the MCP tools can refuse writes to a read-only caller.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import hmac
+import json
+from typing import Literal
+
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+Access = Literal["full", "read"]
+caller_access: contextvars.ContextVar[Access] = contextvars.ContextVar(
+    "caller_access", default="full"
+)
+OPEN_PATHS = frozenset({"/healthz", "/readyz"})
+
+
+def _matches(candidate: bytes, tokens: list[bytes]) -> bool:
+    found = False
+    for token in tokens:
+        # No early exit: every configured token is compared.
+        found |= hmac.compare_digest(candidate, token)
+    return found
+
+
+class BearerAuthMiddleware:
+    def __init__(self, app: ASGIApp, full: list[str], read_only: list[str]) -> None:
+        self.app = app
+        self.full = [t.encode() for t in full]
+        self.read_only = [t.encode() for t in read_only]
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.full or self.read_only)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not self.enabled or scope.get("path") in OPEN_PATHS:
+            await self.app(scope, receive, send)
+            return
+        header = dict(scope.get("headers") or []).get(b"authorization", b"")
+        scheme, _, token = header.partition(b" ")
+        access: Access | None = None
+        if scheme.lower() == b"bearer" and token:
+            if _matches(token.strip(), self.full):
+                access = "full"
+            elif _matches(token.strip(), self.read_only):
+                access = "read"
+        if access is None:
+            body = json.dumps(
+                {
+                    "status": "error",
+                    "error": (
+                        "missing or invalid bearer token; send 'Authorization: Bearer <token>'"
+                    ),
+                    "error_code": "unauthorized",
+                }
+            ).encode()
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 401,
+                    "headers": [
+                        (b"content-type", b"application/json"),
+                        (b"www-authenticate", b'Bearer realm="mcpvectordb"'),
+                        (b"content-length", str(len(body)).encode()),
+                    ],
+                }
+            )
+            await send({"type": "http.response.body", "body": body})
+            return
+        scope.setdefault("state", {})["access"] = access
+        reset = caller_access.set(access)
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            caller_access.reset(reset)

@@ -1,0 +1,307 @@
+"""The ingest pipeline: dedup look-up, conversion, embedding and the index write, for files,
+uploads, URLs, raw content and folders.
+
+Dedup happens before any conversion or embedding work: the same `(source, library)` with the
+same content hash is `skipped`. Ingests of one source are serialised by a per-source lock so
+that concurrent requests end with exactly one document; the index's replace is atomic, so a
+failure anywhere before the write leaves the old version in place.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+
+from libs.contracts import (
+    ChunkRequest,
+    ConvertResult,
+    FolderError,
+    FolderIngestResult,
+    IngestResult,
+    ModelInfo,
+    NewDocument,
+    UpsertRequest,
+)
+from libs.errors import InvalidInputError, MvdbError, NoTextError, UnsupportedFormatError
+from libs.formats import SUPPORTED_EXTENSIONS, is_supported
+from libs.ports import ConverterPort, EmbedderPort, IndexPort
+from libs.telemetry import STAGE_SECONDS
+from libs.vectors import encode
+from services.gateway.metrics import INGESTED_CHUNKS, INGESTED_DOCUMENTS
+from services.gateway.settings import GatewaySettings
+from services.gateway.sources import PathPolicy, UrlPolicy, fetch_url, read_file, scan_folder
+
+log = logging.getLogger(__name__)
+
+
+@asynccontextmanager
+async def _stage(name: str) -> AsyncIterator[None]:
+    started = time.perf_counter()
+    try:
+        yield
+    finally:
+        STAGE_SECONDS.labels(name).observe(time.perf_counter() - started)
+
+
+@dataclass
+class _SourceLocks:
+    """One lock per (library, source), dropped when nobody holds or waits for it."""
+
+    _locks: dict[tuple[str, str], tuple[asyncio.Lock, int]] = field(default_factory=dict)
+
+    @asynccontextmanager
+    async def hold(self, key: tuple[str, str]) -> AsyncIterator[None]:
+        lock, users = self._locks.get(key, (asyncio.Lock(), 0))
+        self._locks[key] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, users = self._locks[key]
+            if users <= 1:
+                del self._locks[key]
+            else:
+                self._locks[key] = (lock, users - 1)
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def content_hash(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+class Pipeline:
+    def __init__(
+        self,
+        settings: GatewaySettings,
+        converter: ConverterPort,
+        embedder: EmbedderPort,
+        index: IndexPort,
+        fetcher: httpx.AsyncClient | None = None,
+    ) -> None:
+        self.settings = settings
+        self.converter = converter
+        self.embedder = embedder
+        self.index = index
+        self.paths = PathPolicy.from_roots(settings.ingest_roots)
+        self.urls = UrlPolicy(settings.url_allow_hosts)
+        self._fetcher = fetcher
+        self._locks = _SourceLocks()
+        self._model: ModelInfo | None = None
+
+    async def model(self) -> ModelInfo:
+        if self._model is None:
+            self._model = await self.embedder.info()
+        return self._model
+
+    # ----------------------------------------------------------------- entry points
+
+    async def ingest_file(
+        self, path: str, library: str, metadata: dict[str, Any] | None
+    ) -> IngestResult:
+        resolved = self.paths.resolve(path)
+        async with _stage("read"):
+            data = await asyncio.to_thread(read_file, resolved, self.settings.max_file_bytes)
+        modified = datetime.fromtimestamp(resolved.stat().st_mtime, UTC).isoformat(
+            timespec="seconds"
+        )
+        return await self.ingest_bytes(
+            data, resolved.name, str(resolved), library, metadata, last_modified=modified
+        )
+
+    async def ingest_bytes(
+        self,
+        data: bytes,
+        filename: str,
+        source: str,
+        library: str,
+        metadata: dict[str, Any] | None,
+        *,
+        last_modified: str | None = None,
+    ) -> IngestResult:
+        digest = content_hash(data)
+
+        async def convert() -> ConvertResult:
+            async with _stage("convert"):
+                return await self.converter.convert(data, filename)
+
+        return await self._ingest(
+            source, library, metadata, digest, convert, last_modified or _now(), filename
+        )
+
+    async def ingest_content(
+        self, content: str, source: str, library: str, metadata: dict[str, Any] | None
+    ) -> IngestResult:
+        digest = content_hash(content.encode("utf-8"))
+
+        async def chunk() -> ConvertResult:
+            async with _stage("chunk"):
+                return await self.converter.chunk(
+                    ChunkRequest(markdown=content, title="", file_type="md")
+                )
+
+        return await self._ingest(source, library, metadata, digest, chunk, _now(), source)
+
+    async def ingest_url(
+        self, url: str, library: str, metadata: dict[str, Any] | None
+    ) -> IngestResult:
+        if self._fetcher is None:
+            raise InvalidInputError("URL ingestion is not available in this process")
+        async with _stage("fetch"):
+            fetched = await fetch_url(
+                self._fetcher,
+                url,
+                self.urls,
+                max_bytes=self.settings.fetch_max_bytes,
+                max_redirects=self.settings.fetch_max_redirects,
+            )
+        return await self.ingest_bytes(fetched.data, fetched.filename, url, library, metadata)
+
+    async def ingest_folder(
+        self,
+        folder: str,
+        library: str,
+        metadata: dict[str, Any] | None,
+        *,
+        recursive: bool = True,
+        max_concurrency: int = 4,
+        on_file_done: Callable[[Path, IngestResult | MvdbError], Awaitable[None] | None]
+        | None = None,
+    ) -> FolderIngestResult:
+        if max_concurrency < 1:
+            raise InvalidInputError("max_concurrency must be at least 1")
+        root = self.paths.resolve(folder)
+        scan = await asyncio.to_thread(scan_folder, root, recursive)
+        gate = asyncio.Semaphore(max_concurrency)
+        outcomes: dict[Path, IngestResult | MvdbError] = {}
+
+        async def one(path: Path) -> None:
+            async with gate:
+                try:
+                    outcome: IngestResult | MvdbError = await self.ingest_file(
+                        str(path), library, metadata
+                    )
+                except MvdbError as exc:
+                    outcome = exc
+                except Exception as exc:
+                    log.exception("folder ingest failed for one file")
+                    outcome = MvdbError(f"unexpected error: {type(exc).__name__}: {exc}")
+            outcomes[path] = outcome
+            if on_file_done is not None:
+                maybe = on_file_done(path, outcome)
+                if maybe is not None:
+                    await maybe
+
+        await asyncio.gather(*(one(p) for p in scan.files))
+        results = [o for p in scan.files if isinstance(o := outcomes[p], IngestResult)]
+        errors = [
+            FolderError(file=str(p), error=o.message, error_code=o.error_code)
+            for p in scan.files
+            if isinstance(o := outcomes[p], MvdbError)
+        ]
+        return FolderIngestResult(
+            folder=str(root),
+            library=library,
+            total_files=len(scan.files),
+            indexed=sum(r.status == "indexed" for r in results),
+            replaced=sum(r.status == "replaced" for r in results),
+            skipped=sum(r.status == "skipped" for r in results),
+            failed=len(errors),
+            results=results,
+            errors=errors,
+            ignored_files=[str(p) for p in scan.ignored],
+        )
+
+    # --------------------------------------------------------------------- the core
+
+    async def _ingest(
+        self,
+        source: str,
+        library: str,
+        metadata: dict[str, Any] | None,
+        digest: str,
+        produce: Callable[[], Awaitable[ConvertResult]],
+        last_modified: str,
+        fallback_title: str,
+    ) -> IngestResult:
+        async with self._locks.hold((library, source)):
+            existing = (await self.index.lookup(library, source)).document
+            if existing is not None and existing.content_hash == digest:
+                return IngestResult(
+                    status="skipped",
+                    doc_id=existing.doc_id,
+                    source=source,
+                    library=library,
+                    chunk_count=existing.chunk_count,
+                )
+            converted = await produce()
+            if not converted.chunks:
+                raise NoTextError(
+                    f"no text could be extracted from {fallback_title}; if it is a scan or an "
+                    "image, extract the text elsewhere and pass it with ingest_content"
+                )
+            model = await self.model()
+            async with _stage("embed"):
+                vectors = await self._embed([c.text for c in converted.chunks])
+            title = converted.title.strip() or Path(fallback_title).stem or source
+            request = UpsertRequest(
+                document=NewDocument(
+                    source=source,
+                    library=library,
+                    title=title,
+                    file_type=converted.file_type,
+                    content_hash=digest,
+                    last_modified=last_modified,
+                    metadata=metadata or {},
+                    markdown=converted.markdown,
+                ),
+                chunks=converted.chunks,
+                model=model.name,
+                dim=model.dim,
+                vectors_b64=encode(vectors),
+            )
+            async with _stage("write"):
+                written = await self.index.upsert(request)
+        INGESTED_DOCUMENTS.labels(written.status).inc()
+        INGESTED_CHUNKS.inc(written.chunk_count)
+        return IngestResult(
+            status=written.status,
+            doc_id=written.doc_id,
+            source=source,
+            library=library,
+            chunk_count=written.chunk_count,
+        )
+
+    async def _embed(self, texts: list[str]) -> np.ndarray[Any, np.dtype[np.float32]]:
+        size = self.settings.embed_batch_texts
+        parts = [
+            await self.embedder.embed(texts[i : i + size], "document")
+            for i in range(0, len(texts), size)
+        ]
+        return np.concatenate(parts, axis=0)
+
+
+def check_upload_name(filename: str) -> str:
+    """Reduce a client-side path (Windows or POSIX) to its base name and check the type."""
+    name = filename.replace("\\", "/").rsplit("/", 1)[-1].strip()
+    if not name or name in (".", ".."):
+        raise InvalidInputError("the uploaded file has no usable file name")
+    if not is_supported(name):
+        raise UnsupportedFormatError(
+            f"'{name}' has an unsupported file type; supported: "
+            + ", ".join(sorted(SUPPORTED_EXTENSIONS))
+        )
+    return name

@@ -1,0 +1,238 @@
+"""Outside I/O of the gateway: reading server files below the allowed roots, scanning
+folders, and fetching URLs without reaching private networks.
+
+Path policy: with `INGEST_ROOTS` set, a path must resolve (symlinks followed) to a location
+inside one of the roots; `..` tricks and symlinks leaving a root are refused because the
+check is made on the resolved path. URL policy: http/https only; every address the host
+resolves to must be public unless the host is in `URL_ALLOW_HOSTS`; the check is repeated on
+every redirect, and bodies are streamed with a size cap.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import os
+import socket
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from urllib.parse import unquote, urljoin, urlsplit
+
+import httpx
+
+from libs.errors import (
+    FetchError,
+    FileAccessError,
+    InvalidInputError,
+    PathNotAllowedError,
+    TooLargeError,
+)
+from libs.formats import extension_of, is_convertible, is_supported
+
+
+@dataclass(frozen=True)
+class PathPolicy:
+    roots: tuple[Path, ...]
+
+    @classmethod
+    def from_roots(cls, roots: list[Path]) -> PathPolicy:
+        return cls(tuple(Path(os.path.realpath(r)) for r in roots))
+
+    def resolve(self, raw: str) -> Path:
+        """Absolute, symlink-free path of `raw`, refused if it leaves every allowed root."""
+        if not raw or not raw.strip():
+            raise InvalidInputError("path is empty; pass the path of a file on the server")
+        if "\x00" in raw:
+            raise InvalidInputError("path contains a NUL character")
+        candidate = Path(raw).expanduser()
+        if not candidate.is_absolute() and self.roots:
+            candidate = self.roots[0] / candidate
+        resolved = Path(os.path.realpath(candidate))
+        if self.roots and not any(resolved.is_relative_to(root) for root in self.roots):
+            allowed = ", ".join(str(r) for r in self.roots)
+            raise PathNotAllowedError(
+                f"'{raw}' is outside the folders this server may read ({allowed}); "
+                "copy the file there, or upload it with POST /upload or ingest_content"
+            )
+        return resolved
+
+
+def read_file(path: Path, max_bytes: int) -> bytes:
+    if not path.exists():
+        raise FileAccessError(
+            f"file not found on the server: {path}; check the path with "
+            "server_info(check_path=...) or upload the file with POST /upload"
+        )
+    if path.is_dir():
+        raise FileAccessError(f"{path} is a folder; use ingest_folder for folders")
+    if not path.is_file():
+        raise FileAccessError(f"{path} is not a regular file")
+    size = path.stat().st_size
+    if size > max_bytes:
+        raise TooLargeError(f"{path} is {size} bytes, over the {max_bytes}-byte limit")
+    try:
+        return path.read_bytes()
+    except PermissionError as exc:
+        raise FileAccessError(f"the server has no permission to read {path}") from exc
+    except OSError as exc:
+        raise FileAccessError(f"could not read {path}: {exc.strerror or exc}") from exc
+
+
+@dataclass(frozen=True)
+class FolderScan:
+    files: list[Path]
+    ignored: list[Path]
+
+
+def scan_folder(folder: Path, recursive: bool) -> FolderScan:
+    if not folder.exists():
+        raise FileAccessError(f"folder not found on the server: {folder}")
+    if not folder.is_dir():
+        raise FileAccessError(f"{folder} is a file, not a folder; use ingest_file for one file")
+    files: list[Path] = []
+    ignored: list[Path] = []
+    iterator = folder.rglob("*") if recursive else folder.glob("*")
+    for entry in sorted(iterator):
+        if any(part.startswith(".") for part in entry.relative_to(folder).parts):
+            continue
+        if not entry.is_file():
+            continue
+        if is_convertible(entry.name):
+            files.append(entry)
+        elif is_supported(entry.name):
+            ignored.append(entry)
+    return FolderScan(files, ignored)
+
+
+# ------------------------------------------------------------------------------- URLs
+
+_CONTENT_TYPES = {
+    "text/html": ".html",
+    "application/xhtml+xml": ".html",
+    "application/pdf": ".pdf",
+    "text/plain": ".txt",
+    "text/markdown": ".md",
+    "text/csv": ".csv",
+    "application/json": ".json",
+    "application/xml": ".xml",
+    "text/xml": ".xml",
+    "application/rss+xml": ".xml",
+    "application/atom+xml": ".xml",
+    "application/vnd.openxmlformats-officedocument.wordprocessingml.document": ".docx",
+    "application/vnd.openxmlformats-officedocument.presentationml.presentation": ".pptx",
+    "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet": ".xlsx",
+    "application/vnd.ms-excel": ".xls",
+    "application/zip": ".zip",
+    "application/epub+zip": ".epub",
+}
+
+
+@dataclass(frozen=True)
+class Fetched:
+    url: str
+    data: bytes
+    filename: str
+
+
+def _is_public(address: str) -> bool:
+    """Globally routable unicast only: refuses loopback, private, link-local (cloud metadata
+    at 169.254.169.254), unique-local, carrier-grade NAT, reserved and multicast ranges."""
+    ip = ipaddress.ip_address(address.split("%")[0])
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return ip.is_global and not ip.is_multicast
+
+
+class UrlPolicy:
+    def __init__(self, allow_hosts: list[str]) -> None:
+        self.allow_hosts = {h.lower() for h in allow_hosts}
+
+    def _allowed_explicitly(self, host: str, port: int) -> bool:
+        return host in self.allow_hosts or f"{host}:{port}" in self.allow_hosts
+
+    async def check(self, url: str) -> None:
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https"):
+            raise InvalidInputError(
+                f"only http and https URLs can be ingested, not '{parts.scheme or url}'"
+            )
+        host = (parts.hostname or "").lower()
+        if not host:
+            raise InvalidInputError(f"the URL '{url}' has no host name")
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        if self._allowed_explicitly(host, port):
+            return
+        try:
+            infos = await asyncio.get_running_loop().getaddrinfo(
+                host, port, type=socket.SOCK_STREAM
+            )
+        except socket.gaierror as exc:
+            raise FetchError(f"cannot resolve host '{host}': {exc.strerror}") from exc
+        for info in infos:
+            address = str(info[4][0])
+            if not _is_public(address):
+                raise PathNotAllowedError(
+                    f"refusing to fetch {url}: {host} resolves to the non-public address "
+                    f"{address}; add '{host}' to URL_ALLOW_HOSTS if this is intended"
+                )
+
+
+def _filename_for(url: str, content_type: str) -> str:
+    name = unquote(PurePosixPath(urlsplit(url).path).name)
+    mime = content_type.split(";")[0].strip().lower()
+    ext = _CONTENT_TYPES.get(mime)
+    if name and is_supported(name) and (ext is None or extension_of(name) == ext):
+        return name
+    if ext is None:
+        if name and is_supported(name):
+            return name
+        raise FetchError(
+            f"{url} returned content type '{mime or 'unknown'}', which cannot be converted; "
+            "supported are HTML, PDF, text, Office documents, CSV, JSON and XML"
+        )
+    stem = PurePosixPath(name).stem if name else (urlsplit(url).hostname or "page")
+    return f"{stem}{ext}"
+
+
+async def fetch_url(
+    client: httpx.AsyncClient,
+    url: str,
+    policy: UrlPolicy,
+    *,
+    max_bytes: int,
+    max_redirects: int,
+) -> Fetched:
+    current = url
+    for _ in range(max_redirects + 1):
+        await policy.check(current)
+        try:
+            async with client.stream("GET", current, follow_redirects=False) as response:
+                if response.is_redirect:
+                    location = response.headers.get("location")
+                    if not location:
+                        raise FetchError(f"{current} redirected without a Location header")
+                    current = urljoin(current, location)
+                    continue
+                if response.status_code >= 400:
+                    raise FetchError(f"{current} answered HTTP {response.status_code}")
+                declared = response.headers.get("content-length")
+                if declared and declared.isdigit() and int(declared) > max_bytes:
+                    raise TooLargeError(
+                        f"{current} is {declared} bytes, over the {max_bytes}-byte fetch limit"
+                    )
+                chunks: list[bytes] = []
+                total = 0
+                async for piece in response.aiter_bytes():
+                    total += len(piece)
+                    if total > max_bytes:
+                        raise TooLargeError(
+                            f"{current} is larger than the {max_bytes}-byte fetch limit"
+                        )
+                    chunks.append(piece)
+                filename = _filename_for(current, response.headers.get("content-type", ""))
+                return Fetched(url=current, data=b"".join(chunks), filename=filename)
+        except httpx.TimeoutException as exc:
+            raise FetchError(f"fetching {current} timed out") from exc
+        except httpx.TransportError as exc:
+            raise FetchError(f"could not fetch {current}: {type(exc).__name__}") from exc
+    raise FetchError(f"{url} redirected more than {max_redirects} times")

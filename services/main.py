@@ -1,0 +1,73 @@
+"""`mcpvectordb`: run the MCP server.
+
+    mcpvectordb --transport stdio          one process, no other services (Claude Desktop)
+    mcpvectordb --transport sse            the gateway, talking to the other services
+    mcpvectordb --transport sse --standalone   the gateway with every core in-process
+
+SSE and streamable HTTP are both served by the HTTP gateway (`/sse` and `/mcp`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+
+import uvicorn
+
+from libs.errors import MvdbError
+from libs.telemetry import configure_logging
+from services.gateway.settings import GatewaySettings
+
+
+async def _run_stdio(settings: GatewaySettings) -> None:
+    from services.gateway.pipeline import Pipeline
+    from services.gateway.tools import ToolService, build_mcp_server, model_cache_dir
+    from services.inprocess import inprocess_ports
+
+    service = ToolService(transport="stdio", model_cache=model_cache_dir(settings.var_dir))
+    server = build_mcp_server(service)
+    async with inprocess_ports(settings) as ports:
+        service.bind(Pipeline(settings, ports.converter, ports.embedder, ports.index, None))
+        await server.run_stdio_async()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="mcpvectordb", description=__doc__.split("\n")[0])
+    parser.add_argument("--transport", choices=("stdio", "sse", "http"), default="stdio")
+    parser.add_argument("--host", default=None, help="bind address (HTTP transports)")
+    parser.add_argument("--port", type=int, default=None, help="port (HTTP transports)")
+    parser.add_argument(
+        "--standalone", action="store_true", help="run every core in this process (HTTP)"
+    )
+    args = parser.parse_args(argv)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    settings = GatewaySettings(transport=args.transport)
+    configure_logging("gateway", settings.log_level)
+    if args.transport == "stdio":
+        asyncio.run(_run_stdio(settings))
+        return 0
+
+    from services.gateway.app import check_exposure, create_app
+
+    host = args.host or settings.bind_host
+    port = args.port or settings.gateway_port
+    try:
+        check_exposure(settings, host)
+    except MvdbError as exc:
+        print(f"mcpvectordb: {exc.message}", file=sys.stderr)
+        return 2
+    ports = None
+    if args.standalone:
+        from services.inprocess import inprocess_ports
+
+        ports = inprocess_ports
+    settings = settings.model_copy(update={"bind_host": host})
+    app = create_app(settings, ports)
+    uvicorn.run(app, host=host, port=port, log_config=None, access_log=False, proxy_headers=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
