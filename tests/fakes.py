@@ -1,0 +1,202 @@
+"""Hand-written fakes of the three ports, for unit tests of the gateway.
+
+They keep the real contracts (pydantic models in, pydantic models out) so a changed
+interface breaks them the same way it breaks the real services.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import uuid
+from datetime import UTC, datetime
+
+import numpy as np
+
+from libs.contracts import (
+    Chunk,
+    ChunkRequest,
+    ConvertResult,
+    DeleteResult,
+    DocumentInfo,
+    EmbedKind,
+    GetDocumentResult,
+    IndexInfo,
+    IndexSearchRequest,
+    LibraryInfo,
+    ListDocumentsResult,
+    ListLibrariesResult,
+    LookupResponse,
+    ModelInfo,
+    SearchHit,
+    SearchResult,
+    UpsertRequest,
+    UpsertResponse,
+)
+from libs.errors import ConversionError, NotFoundError, UnsupportedFormatError
+from libs.formats import is_convertible
+from libs.vectors import Matrix, decode
+
+
+class FakeConverter:
+    def __init__(self) -> None:
+        self.calls = 0
+        self.fail_next = False
+
+    async def convert(self, data: bytes, filename: str) -> ConvertResult:
+        self.calls += 1
+        if not is_convertible(filename):
+            raise UnsupportedFormatError(f"{filename} is not supported")
+        if self.fail_next:
+            self.fail_next = False
+            raise ConversionError("the fake converter was told to fail")
+        text = data.decode("utf-8", errors="replace")
+        return self._split(text, filename.rsplit(".", 1)[0], filename.rsplit(".", 1)[-1])
+
+    async def chunk(self, request: ChunkRequest) -> ConvertResult:
+        self.calls += 1
+        return self._split(request.markdown, request.title, request.file_type)
+
+    @staticmethod
+    def _split(text: str, title: str, file_type: str) -> ConvertResult:
+        parts = [p for p in text.split("\n\n") if p.strip()]
+        chunks = [Chunk(chunk_index=i, text=p) for i, p in enumerate(parts)]
+        return ConvertResult(markdown=text, title=title, file_type=file_type, chunks=chunks)
+
+    async def ready(self) -> tuple[bool, str]:
+        return True, "fake"
+
+
+class FakeEmbedder:
+    dim = 8
+
+    def __init__(self) -> None:
+        self.texts = 0
+
+    async def info(self) -> ModelInfo:
+        return ModelInfo(name="fake-model", dim=self.dim, max_tokens=256)
+
+    async def embed(self, texts: list[str], kind: EmbedKind) -> Matrix:
+        self.texts += len(texts)
+        rows = []
+        for text in texts:
+            seed = int.from_bytes(hashlib.sha256(text.encode()).digest()[:4], "little")
+            v = np.random.default_rng(seed).standard_normal(self.dim).astype(np.float32)
+            rows.append(v / np.linalg.norm(v))
+        return np.stack(rows) if rows else np.zeros((0, self.dim), np.float32)
+
+    async def ready(self) -> tuple[bool, str]:
+        return True, "fake"
+
+
+class FakeIndex:
+    """In-memory index with the real replace semantics: one live document per source."""
+
+    def __init__(self) -> None:
+        self.docs: dict[str, tuple[DocumentInfo, str, list[Chunk]]] = {}
+        self.write_delay = 0.0
+
+    async def lookup(self, library: str, source: str) -> LookupResponse:
+        for info, _, _ in self.docs.values():
+            if info.library == library and info.source == source:
+                return LookupResponse(document=info)
+        return LookupResponse(document=None)
+
+    async def upsert(self, request: UpsertRequest) -> UpsertResponse:
+        decode(request.vectors_b64, request.dim, len(request.chunks))
+        if self.write_delay:
+            await asyncio.sleep(self.write_delay)
+        doc = request.document
+        old = await self.lookup(doc.library, doc.source)
+        if old.document is not None:
+            del self.docs[old.document.doc_id]
+        doc_id = str(uuid.uuid4())
+        info = DocumentInfo(
+            doc_id=doc_id,
+            source=doc.source,
+            title=doc.title,
+            library=doc.library,
+            content_hash=doc.content_hash,
+            created_at=datetime.now(UTC).isoformat(),
+            metadata=doc.metadata,
+            chunk_count=len(request.chunks),
+            file_type=doc.file_type,
+        )
+        self.docs[doc_id] = (info, doc.markdown, request.chunks)
+        status = "replaced" if old.document else "indexed"
+        return UpsertResponse(status=status, doc_id=doc_id, chunk_count=len(request.chunks))
+
+    async def search(self, request: IndexSearchRequest) -> SearchResult:
+        hits = []
+        words = set(request.query.lower().split())
+        for info, _, chunks in self.docs.values():
+            if request.library and info.library != request.library:
+                continue
+            for chunk in chunks:
+                score = len(words & set(chunk.text.lower().split()))
+                if score:
+                    hits.append(
+                        SearchHit(
+                            doc_id=info.doc_id,
+                            source=info.source,
+                            title=info.title,
+                            library=info.library,
+                            file_type=info.file_type,
+                            last_modified="",
+                            page=chunk.page,
+                            content=chunk.text,
+                            chunk_index=chunk.chunk_index,
+                            score=float(score),
+                        )
+                    )
+        hits.sort(key=lambda h: -h.score)
+        return SearchResult(results=hits[: request.top_k])
+
+    async def list_documents(
+        self, library: str | None, limit: int, offset: int
+    ) -> ListDocumentsResult:
+        docs = [i for i, _, _ in self.docs.values() if library in (None, i.library)]
+        page = docs[offset : offset + limit]
+        return ListDocumentsResult(documents=page, count=len(page), total=len(docs))
+
+    async def list_libraries(self) -> ListLibrariesResult:
+        libs: dict[str, list[int]] = {}
+        for info, _, _ in self.docs.values():
+            entry = libs.setdefault(info.library, [0, 0])
+            entry[0] += 1
+            entry[1] += info.chunk_count
+        return ListLibrariesResult(
+            libraries=[
+                LibraryInfo(library=k, document_count=v[0], chunk_count=v[1])
+                for k, v in sorted(libs.items())
+            ]
+        )
+
+    async def delete(self, doc_id: str) -> DeleteResult:
+        if doc_id not in self.docs:
+            raise NotFoundError(f"no document with doc_id {doc_id}")
+        info, _, _ = self.docs.pop(doc_id)
+        return DeleteResult(doc_id=doc_id, deleted_chunks=info.chunk_count)
+
+    async def get(self, doc_id: str) -> GetDocumentResult:
+        if doc_id not in self.docs:
+            raise NotFoundError(f"no document with doc_id {doc_id}")
+        info, markdown, _ = self.docs[doc_id]
+        return GetDocumentResult(
+            doc_id=doc_id,
+            source=info.source,
+            title=info.title,
+            library=info.library,
+            content=markdown,
+            chunk_count=info.chunk_count,
+            metadata=info.metadata,
+        )
+
+    async def info(self) -> IndexInfo:
+        chunks = sum(i.chunk_count for i, _, _ in self.docs.values())
+        return IndexInfo(
+            uri="memory://", model="fake-model", dim=8, documents=len(self.docs), chunks=chunks
+        )
+
+    async def ready(self) -> tuple[bool, str]:
+        return True, "fake"

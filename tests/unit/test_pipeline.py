@@ -1,0 +1,132 @@
+"""The ingest pipeline against hand-written fakes: dedup, replace, concurrency, folders."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from libs.errors import ConversionError, InvalidInputError, UnsupportedFormatError
+from services.gateway.pipeline import Pipeline, check_upload_name
+from services.gateway.settings import GatewaySettings
+from tests.fakes import FakeConverter, FakeEmbedder, FakeIndex
+
+
+@pytest.fixture
+def parts() -> tuple[FakeConverter, FakeEmbedder, FakeIndex]:
+    return FakeConverter(), FakeEmbedder(), FakeIndex()
+
+
+@pytest.fixture
+def pipeline(parts: tuple[FakeConverter, FakeEmbedder, FakeIndex]) -> Pipeline:
+    converter, embedder, index = parts
+    return Pipeline(GatewaySettings(_env_file=None), converter, embedder, index)
+
+
+async def test_same_content_is_skipped_without_conversion(
+    pipeline: Pipeline, parts: tuple[FakeConverter, FakeEmbedder, FakeIndex]
+) -> None:
+    converter, embedder, _ = parts
+    first = await pipeline.ingest_content("alpha\n\nbeta", "note", "default", None)
+    assert first.status == "indexed" and first.chunk_count == 2
+    calls, texts = converter.calls, embedder.texts
+    again = await pipeline.ingest_content("alpha\n\nbeta", "note", "default", None)
+    assert again.status == "skipped"
+    assert again.doc_id == first.doc_id
+    assert (converter.calls, embedder.texts) == (calls, texts)
+
+
+async def test_changed_content_replaces(pipeline: Pipeline, parts) -> None:  # type: ignore[no-untyped-def]
+    _, _, index = parts
+    first = await pipeline.ingest_content("one", "note", "default", None)
+    second = await pipeline.ingest_content("two\n\nthree", "note", "default", None)
+    assert second.status == "replaced"
+    assert second.doc_id != first.doc_id
+    assert len(index.docs) == 1 and second.chunk_count == 2
+
+
+async def test_same_source_in_other_library_is_separate(pipeline: Pipeline, parts) -> None:  # type: ignore[no-untyped-def]
+    _, _, index = parts
+    await pipeline.ingest_content("one", "note", "a", None)
+    result = await pipeline.ingest_content("one", "note", "b", None)
+    assert result.status == "indexed"
+    assert len(index.docs) == 2
+
+
+async def test_concurrent_ingests_of_one_source_end_with_one_document(
+    pipeline: Pipeline, parts: tuple[FakeConverter, FakeEmbedder, FakeIndex]
+) -> None:
+    _, _, index = parts
+    index.write_delay = 0.01
+    results = await asyncio.gather(
+        *(pipeline.ingest_content(f"version {i}", "same", "default", None) for i in range(6))
+    )
+    assert len(index.docs) == 1
+    assert [r.status for r in results].count("indexed") == 1
+
+
+async def test_failed_reingest_keeps_old_version(
+    pipeline: Pipeline, parts: tuple[FakeConverter, FakeEmbedder, FakeIndex]
+) -> None:
+    converter, _, index = parts
+    first = await pipeline.ingest_bytes(b"old text", "a.txt", "a.txt", "default", None)
+    converter.fail_next = True
+    with pytest.raises(ConversionError):
+        await pipeline.ingest_bytes(b"new text", "a.txt", "a.txt", "default", None)
+    assert list(index.docs) == [first.doc_id]
+
+
+async def test_folder_ingest_reports_each_file(pipeline: Pipeline, tmp_path: Path) -> None:
+    (tmp_path / "a.txt").write_text("first file")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "b.md").write_text("# B\n\nsecond file")
+    (tmp_path / "photo.jpg").write_bytes(b"\xff\xd8")
+    (tmp_path / ".hidden.txt").write_text("not me")
+    (tmp_path / "data.bin").write_bytes(b"\x00")
+    result = await pipeline.ingest_folder(str(tmp_path), "lib", {"k": "v"})
+    assert result.total_files == 2 and result.indexed == 2 and result.failed == 0
+    assert result.ignored_files == [str(tmp_path / "photo.jpg")]
+    flat = await pipeline.ingest_folder(str(tmp_path), "lib", None, recursive=False)
+    assert flat.total_files == 1 and flat.skipped == 1
+
+
+async def test_folder_errors_do_not_stop_the_batch(
+    pipeline: Pipeline, parts: tuple[FakeConverter, FakeEmbedder, FakeIndex], tmp_path: Path
+) -> None:
+    converter, _, _ = parts
+    (tmp_path / "a.txt").write_text("one")
+    (tmp_path / "b.txt").write_text("two")
+    converter.fail_next = True
+    result = await pipeline.ingest_folder(str(tmp_path), "lib", None, max_concurrency=1)
+    assert result.failed == 1 and result.indexed == 1
+    assert result.errors[0].error_code == "conversion_failed"
+
+
+async def test_folder_guards(pipeline: Pipeline, tmp_path: Path) -> None:
+    with pytest.raises(InvalidInputError):
+        await pipeline.ingest_folder(str(tmp_path), "lib", None, max_concurrency=0)
+    with pytest.raises(Exception, match="not found"):
+        await pipeline.ingest_folder(str(tmp_path / "missing"), "lib", None)
+    (tmp_path / "f.txt").write_text("x")
+    with pytest.raises(Exception, match="is a file"):
+        await pipeline.ingest_folder(str(tmp_path / "f.txt"), "lib", None)
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ("C:\\Users\\alex\\Documents\\report.pdf", "report.pdf"),
+        ("/home/alex/notes.md", "notes.md"),
+        ("plain.docx", "plain.docx"),
+    ],
+)
+def test_upload_names_lose_their_client_paths(raw: str, expected: str) -> None:
+    assert check_upload_name(raw) == expected
+
+
+def test_upload_names_must_be_supported() -> None:
+    with pytest.raises(UnsupportedFormatError, match="supported"):
+        check_upload_name("C:\\tmp\\random.bin")
+    with pytest.raises(InvalidInputError):
+        check_upload_name("C:\\tmp\\")

@@ -1,0 +1,81 @@
+"""Path and URL policies of the gateway."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from libs.errors import FetchError, InvalidInputError, PathNotAllowedError
+from services.gateway.sources import PathPolicy, UrlPolicy, _filename_for, _is_public
+
+
+def test_without_roots_any_path_resolves(tmp_path: Path) -> None:
+    (tmp_path / "a.txt").write_text("x")
+    assert PathPolicy.from_roots([]).resolve(str(tmp_path / "a.txt")) == (tmp_path / "a.txt")
+
+
+def test_roots_refuse_escapes(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / "ok.txt").write_text("x")
+    (tmp_path / "secret.txt").write_text("s")
+    os.symlink(tmp_path / "secret.txt", root / "link.txt")
+    policy = PathPolicy.from_roots([root])
+    assert policy.resolve(str(root / "ok.txt")) == root / "ok.txt"
+    assert policy.resolve("ok.txt") == root / "ok.txt"
+    for bad in (str(root / ".." / "secret.txt"), str(tmp_path / "secret.txt"), "/etc/passwd"):
+        with pytest.raises(PathNotAllowedError, match="outside"):
+            policy.resolve(bad)
+    with pytest.raises(PathNotAllowedError):
+        policy.resolve(str(root / "link.txt"))
+    with pytest.raises(InvalidInputError):
+        policy.resolve("   ")
+
+
+@pytest.mark.parametrize(
+    ("address", "public"),
+    [
+        ("127.0.0.1", False),
+        ("10.1.2.3", False),
+        ("172.16.0.1", False),
+        ("192.168.1.1", False),
+        ("169.254.169.254", False),
+        ("100.64.0.1", False),
+        ("::1", False),
+        ("fd00::1", False),
+        ("fe80::1", False),
+        ("::ffff:127.0.0.1", False),
+        ("0.0.0.0", False),
+        ("8.8.8.8", True),
+        ("2606:4700:4700::1111", True),
+    ],
+)
+def test_public_addresses(address: str, public: bool) -> None:
+    assert _is_public(address) is public
+
+
+async def test_url_policy_refuses_schemes_and_loopback() -> None:
+    policy = UrlPolicy([])
+    for bad in ("file:///etc/passwd", "ftp://example.com/x", "gopher://x"):
+        with pytest.raises(InvalidInputError, match="http"):
+            await policy.check(bad)
+    with pytest.raises(PathNotAllowedError, match="URL_ALLOW_HOSTS"):
+        await policy.check("http://127.0.0.1:8000/x")
+    with pytest.raises(PathNotAllowedError):
+        await policy.check("http://localhost/x")
+
+
+async def test_url_allow_list_admits_a_named_host() -> None:
+    await UrlPolicy(["127.0.0.1:9999"]).check("http://127.0.0.1:9999/doc")
+    with pytest.raises(PathNotAllowedError):
+        await UrlPolicy(["127.0.0.1:9999"]).check("http://127.0.0.1:9998/doc")
+
+
+def test_filenames_follow_content_type() -> None:
+    assert _filename_for("https://x.org/paper", "application/pdf") == "paper.pdf"
+    assert _filename_for("https://x.org/", "text/html; charset=utf-8") == "x.org.html"
+    assert _filename_for("https://x.org/a/report.pdf", "application/pdf") == "report.pdf"
+    with pytest.raises(FetchError, match="content type"):
+        _filename_for("https://x.org/blob", "application/octet-stream")
