@@ -1,0 +1,83 @@
+"""HTTP routes of the index service: a thin adapter over `IndexCore`, exactly the calls that
+`libs.clients.IndexClient` makes. Errors are `libs.errors` exceptions; `install_common` turns
+them into the MCP error shape with their HTTP status."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Query, Request
+
+from libs.contracts import (
+    DeleteResult,
+    GetDocumentResult,
+    IndexInfo,
+    IndexSearchRequest,
+    ListDocumentsResult,
+    ListLibrariesResult,
+    LookupResponse,
+    SearchResult,
+    UpsertRequest,
+    UpsertResponse,
+)
+from services.index.core import MAX_LIST_LIMIT, IndexCore
+
+router = APIRouter()
+
+
+def get_core(request: Request) -> IndexCore:
+    core: IndexCore = request.app.state.core
+    return core
+
+
+Core = Annotated[IndexCore, Depends(get_core)]
+
+
+# Declared before /documents/{doc_id} so that "lookup" is never taken for a doc_id.
+@router.get("/documents/lookup")
+async def lookup(
+    core: Core,
+    library: Annotated[str, Query(min_length=1, max_length=128)],
+    source: Annotated[str, Query(min_length=1, max_length=8192)],
+) -> LookupResponse:
+    return await core.lookup(library, source)
+
+
+@router.post("/documents")
+async def upsert(core: Core, body: UpsertRequest) -> UpsertResponse:
+    return await core.upsert(body)
+
+
+@router.post("/search")
+async def search(core: Core, body: IndexSearchRequest) -> SearchResult:
+    return await core.search(body)
+
+
+@router.get("/documents")
+async def list_documents(
+    core: Core,
+    library: Annotated[str | None, Query(min_length=1, max_length=128)] = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_LIST_LIMIT)] = 20,
+    offset: Annotated[int, Query(ge=0)] = 0,
+) -> ListDocumentsResult:
+    return await core.list_documents(library, limit, offset)
+
+
+@router.get("/libraries")
+async def list_libraries(core: Core) -> ListLibrariesResult:
+    return await core.list_libraries()
+
+
+@router.delete("/documents/{doc_id}")
+async def delete_document(core: Core, doc_id: str) -> DeleteResult:
+    return await core.delete(doc_id)
+
+
+@router.get("/documents/{doc_id}")
+async def get_document(core: Core, doc_id: str) -> GetDocumentResult:
+    return await core.get(doc_id)
+
+
+@router.get("/info")
+async def info(core: Core) -> IndexInfo:
+    return await core.info()

@@ -1,0 +1,181 @@
+"""`IndexCore`: the index service for asyncio callers, `libs.ports.IndexPort` in-process.
+
+The HTTP app, the stdio server and the CLI all use it. It opens the store on first use (or in
+`start`), runs every blocking LanceDB call in a worker thread, and keeps a background task
+that folds new rows into the indexes (`optimize`) every N writes or T seconds after a write.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from types import TracebackType
+from typing import TypeVar
+
+import anyio.to_thread
+
+from libs.contracts import (
+    DeleteResult,
+    GetDocumentResult,
+    IndexInfo,
+    IndexSearchRequest,
+    ListDocumentsResult,
+    ListLibrariesResult,
+    LookupResponse,
+    SearchResult,
+    UpsertRequest,
+    UpsertResponse,
+)
+from libs.errors import InvalidInputError, MvdbError, StoreError
+from services.index.settings import IndexSettings
+from services.index.store import IndexStore
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+MAX_LIST_LIMIT = 1000
+
+
+class IndexCore:
+    """Implements `libs.ports.IndexPort`; see the module docstring."""
+
+    def __init__(self, settings: IndexSettings) -> None:
+        self.settings = settings
+        self._store: IndexStore | None = None
+        self._open_lock: asyncio.Lock | None = None
+        self._wake: asyncio.Event | None = None
+        self._maintenance: asyncio.Task[None] | None = None
+        self._closed = False
+
+    async def __aenter__(self) -> IndexCore:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    # ---------------------------------------------------------------------- lifecycle
+
+    async def start(self) -> IndexStore:
+        """Open LanceDB and reconcile after any crash; idempotent."""
+        if self._store is not None:
+            return self._store
+        if self._closed:
+            raise StoreError("the index core was closed; create a new one")
+        if self._open_lock is None:
+            self._open_lock = asyncio.Lock()
+        async with self._open_lock:
+            if self._store is None:
+                try:
+                    store = await anyio.to_thread.run_sync(IndexStore, self.settings)
+                except MvdbError:
+                    raise
+                except Exception as exc:
+                    raise StoreError(
+                        f"could not open the LanceDB store at {self.settings.lancedb_uri!r}: "
+                        f"{exc}; check LANCEDB_URI and that the path is writable"
+                    ) from exc
+                self._wake = asyncio.Event()
+                self._maintenance = asyncio.create_task(self._maintain(store))
+                self._store = store
+        return self._store
+
+    async def aclose(self) -> None:
+        self._closed = True
+        task, self._maintenance = self._maintenance, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        store, self._store = self._store, None
+        if store is not None:
+            store.close()
+
+    async def _maintain(self, store: IndexStore) -> None:
+        """Optimize when due: woken after writes, else checks every interval."""
+        assert self._wake is not None
+        interval = self.settings.index_optimize_interval_s
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), timeout=interval)
+            self._wake.clear()
+            if not store.optimize_due():
+                continue
+            try:
+                await anyio.to_thread.run_sync(store.optimize)
+            except Exception:
+                # Search still finds unindexed rows; the next round tries again.
+                log.exception("optimizing the index failed")
+
+    async def _run(self, call: Callable[[IndexStore], T]) -> T:
+        store = await self.start()
+        return await anyio.to_thread.run_sync(call, store)
+
+    def _wrote(self) -> None:
+        store = self._store
+        if self._wake is not None and store is not None and store.optimize_due():
+            self._wake.set()
+
+    async def optimize(self) -> None:
+        """Fold new rows into the indexes now (benchmarks, tests, before a backup)."""
+        await self._run(lambda store: store.optimize())
+
+    @property
+    def store(self) -> IndexStore | None:
+        """The open store, for maintenance and tests; None until `start`."""
+        return self._store
+
+    # ------------------------------------------------------------------------- port
+
+    async def lookup(self, library: str, source: str) -> LookupResponse:
+        document = await self._run(lambda store: store.lookup(library, source))
+        return LookupResponse(document=document)
+
+    async def upsert(self, request: UpsertRequest) -> UpsertResponse:
+        response = await self._run(lambda store: store.upsert(request))
+        self._wrote()
+        return response
+
+    async def search(self, request: IndexSearchRequest) -> SearchResult:
+        return await self._run(lambda store: store.search(request))
+
+    async def list_documents(
+        self, library: str | None, limit: int, offset: int
+    ) -> ListDocumentsResult:
+        if not 1 <= limit <= MAX_LIST_LIMIT:
+            raise InvalidInputError(f"limit must be between 1 and {MAX_LIST_LIMIT}, got {limit}")
+        if offset < 0:
+            raise InvalidInputError(f"offset must be 0 or more, got {offset}")
+        return await self._run(lambda store: store.list_documents(library, limit, offset))
+
+    async def list_libraries(self) -> ListLibrariesResult:
+        return await self._run(lambda store: store.list_libraries())
+
+    async def delete(self, doc_id: str) -> DeleteResult:
+        result = await self._run(lambda store: store.delete(doc_id))
+        self._wrote()
+        return result
+
+    async def get(self, doc_id: str) -> GetDocumentResult:
+        return await self._run(lambda store: store.get(doc_id))
+
+    async def info(self) -> IndexInfo:
+        return await self._run(lambda store: store.info())
+
+    async def ready(self) -> tuple[bool, str]:
+        """Opens the store if needed (in-process callers may ask before any other call)."""
+        try:
+            store = await self.start()
+            return True, await anyio.to_thread.run_sync(store.ping)
+        except MvdbError as exc:
+            return False, exc.message
+        except Exception as exc:
+            return False, f"LanceDB unavailable: {type(exc).__name__}: {exc}"

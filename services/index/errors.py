@@ -1,0 +1,42 @@
+"""The index service's errors: subclasses of the shared tree that carry their own wording.
+
+    libs.errors.NotFoundError        404 not_found
+    └── DocumentNotFound
+    libs.errors.ModelMismatchError   409 model_mismatch
+    └── StoreModelMismatch
+    libs.errors.StoreError           500 store_error
+    └── WriteFailed
+
+They keep their parents' `error_code`, so a caller across HTTP gets the parent class back
+from `libs.errors.from_payload` with the same message.
+"""
+
+from __future__ import annotations
+
+from libs.errors import ModelMismatchError, NotFoundError, StoreError
+
+
+class DocumentNotFound(NotFoundError):
+    def __init__(self, doc_id: str) -> None:
+        super().__init__(
+            f"no document with doc_id {doc_id!r} in the index; "
+            "list_documents shows the doc_ids that exist"
+        )
+        self.doc_id = doc_id
+
+
+class StoreModelMismatch(ModelMismatchError):
+    def __init__(
+        self, store_model: str, store_dim: int, got_model: str | None, got_dim: int
+    ) -> None:
+        got = f"model {got_model!r} ({got_dim}-d)" if got_model else f"{got_dim}-d vectors"
+        super().__init__(
+            f"this index was built with embedding model {store_model!r} ({store_dim}-d) "
+            f"but the request carries {got}; vectors of different models cannot be mixed. "
+            f"Set EMBEDDING_MODEL back to {store_model!r}, or re-index into a new store by "
+            "pointing LANCEDB_URI at a new path"
+        )
+
+
+class WriteFailed(StoreError):
+    """A LanceDB write did not go through; what was live before stays live."""

@@ -1,0 +1,58 @@
+"""Settings of the index service, read from the environment only (built in the factory)."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from libs.settings import CommonSettings
+
+
+class IndexSettings(CommonSettings):
+    lancedb_uri: str = Field(
+        default="./var/lancedb",
+        description="Where LanceDB keeps the documents and chunks tables (a path or URI)",
+    )
+    index_rrf_k: int = Field(
+        default=60,
+        ge=1,
+        le=10_000,
+        description="Reciprocal rank fusion constant k: score = sum of 1 / (k + rank)",
+    )
+    index_candidates_min: int = Field(
+        default=50,
+        ge=1,
+        le=10_000,
+        description="Fewest candidates each search leg (full-text, vector) fetches",
+    )
+    index_candidates_per_result: int = Field(
+        default=4,
+        ge=1,
+        le=100,
+        description="Each leg fetches max(INDEX_CANDIDATES_MIN, this x top_k) candidates",
+    )
+    index_optimize_every_writes: int = Field(
+        default=20,
+        ge=1,
+        description="Fold new rows into the indexes (optimize) after this many writes",
+    )
+    index_optimize_interval_s: float = Field(
+        default=60.0,
+        gt=0,
+        description="...or this many seconds after the first unoptimized write",
+    )
+    index_version_retention_s: float = Field(
+        default=3600.0,
+        ge=0,
+        description="Optimize removes table versions older than this (time travel window)",
+    )
+    index_read_consistency_s: float = Field(
+        default=5.0,
+        ge=0,
+        description="How stale a read may be with respect to another process's writes "
+        "(0 = check on every read)",
+    )
+    index_max_body_bytes: int = Field(
+        default=64 * 1024 * 1024,
+        ge=1024,
+        description="Largest request body the HTTP API accepts (413 above it)",
+    )

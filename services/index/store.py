@@ -1,0 +1,839 @@
+"""The LanceDB store: documents, chunks, hybrid search, crash recovery. Synchronous; the
+service runs it off the event loop and is its only writer.
+
+Tables
+- `documents`: one row per document version, `state` 'pending' (being written, invisible to
+  list/get/lookup) or 'live'. Holds the Markdown exactly as converted.
+- `chunks`: the searchable pieces with their vectors, full-text indexed on `content`; each row
+  repeats the document fields that search results and filters need, so a search never joins.
+- `meta`: the embedding model and dimension the store was built with.
+
+Atomic replace of the document at (library, source), writes serialised by one lock:
+1. add the new `documents` row as 'pending';
+2. one `chunks` commit that inserts the new chunks and deletes every other chunk of
+   (library, source): this is the moment the new version becomes the searchable one;
+3. one `documents` commit that makes the new row 'live' and deletes the other rows of
+   (library, source).
+A crash before 2 leaves an invisible pending row; after 2, a pending row whose chunks exist.
+`reconcile` (run on open) deletes the first kind and finishes step 3 for the second, and
+clears what a crash in the middle of a delete leaves (orphan chunks, documents without
+chunks). Every read runs against a single table version; a hybrid search, which queries the
+chunks table twice, checks that the version did not move in between.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import json
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any, TypeVar
+
+import lancedb
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from lancedb.index import FTS, BTree
+from lancedb.query import FullTextOperator, LanceVectorQueryBuilder, MatchQuery
+from lancedb.table import Table
+
+from libs.contracts import (
+    DeleteResult,
+    DocumentInfo,
+    GetDocumentResult,
+    IndexInfo,
+    IndexSearchRequest,
+    LibraryInfo,
+    ListDocumentsResult,
+    ListLibrariesResult,
+    SearchHit,
+    SearchResult,
+    UpsertRequest,
+    UpsertResponse,
+)
+from libs.errors import InvalidInputError, MvdbError
+from libs.vectors import Matrix, decode
+from services.index.errors import DocumentNotFound, StoreModelMismatch, WriteFailed
+from services.index.filters import compile_filter, equals, quote
+from services.index.settings import IndexSettings
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+DOCUMENTS = "documents"
+CHUNKS = "chunks"
+META = "meta"
+PENDING = "pending"
+LIVE = "live"
+LIVE_ONLY = equals("state", LIVE)
+
+DOCUMENTS_SCHEMA = pa.schema(
+    [
+        ("doc_id", pa.string()),
+        ("source", pa.string()),
+        ("library", pa.string()),
+        ("title", pa.string()),
+        ("file_type", pa.string()),
+        ("content_hash", pa.string()),
+        ("created_at", pa.string()),
+        ("last_modified", pa.string()),
+        ("metadata", pa.string()),
+        ("chunk_count", pa.int32()),
+        ("markdown", pa.large_string()),
+        ("state", pa.string()),
+    ]
+)
+
+# Everything but the Markdown, which only `get` needs.
+DOCUMENT_INFO_COLUMNS = [
+    "doc_id",
+    "source",
+    "title",
+    "library",
+    "content_hash",
+    "created_at",
+    "metadata",
+    "chunk_count",
+    "file_type",
+    "last_modified",
+]
+
+GET_COLUMNS = [
+    "doc_id",
+    "source",
+    "title",
+    "library",
+    "markdown",
+    "chunk_count",
+    "metadata",
+    "file_type",
+    "created_at",
+]
+
+HIT_COLUMNS = [
+    "chunk_id",
+    "doc_id",
+    "source",
+    "title",
+    "library",
+    "file_type",
+    "last_modified",
+    "page",
+    "content",
+    "chunk_index",
+    "metadata",
+    "headings",
+]
+
+FTS_CONFIG = FTS(
+    with_position=False,
+    base_tokenizer="simple",
+    language="English",
+    stem=True,
+    remove_stop_words=True,
+    lower_case=True,
+    ascii_folding=True,
+)
+
+# A hybrid search retries this often when a write lands between its two legs, then waits
+# for the write lock (writes take tens of milliseconds, so this is rare and short).
+_READ_ATTEMPTS = 3
+
+
+def chunks_schema(dim: int) -> pa.Schema:
+    return pa.schema(
+        [
+            ("chunk_id", pa.string()),
+            ("doc_id", pa.string()),
+            ("source", pa.string()),
+            ("library", pa.string()),
+            ("title", pa.string()),
+            ("file_type", pa.string()),
+            ("last_modified", pa.string()),
+            ("page", pa.int32()),
+            ("chunk_index", pa.int32()),
+            ("content", pa.string()),
+            ("headings", pa.list_(pa.string())),
+            ("metadata", pa.string()),
+            ("vector", pa.list_(pa.float32(), dim)),
+        ]
+    )
+
+
+def key_filter(library: str, source: str) -> str:
+    """The rows of one document identity, every version of it."""
+    return f"{equals('library', library)} AND {equals('source', source)}"
+
+
+def in_list(column: str, values: Iterable[str]) -> str:
+    return f"{column} IN ({', '.join(quote(v) for v in values)})"
+
+
+def utc_now() -> str:
+    return datetime.now(UTC).isoformat(timespec="microseconds")
+
+
+def _dump_metadata(metadata: dict[str, Any]) -> str:
+    try:
+        return json.dumps(metadata, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    except (TypeError, ValueError) as exc:
+        raise InvalidInputError(
+            f"metadata must be plain JSON (objects, lists, text, numbers): {exc}"
+        ) from exc
+
+
+def _load_metadata(text: str | None) -> dict[str, Any]:
+    if not text:
+        return {}
+    value = json.loads(text)
+    return value if isinstance(value, dict) else {}
+
+
+@dataclass(frozen=True)
+class ModelStamp:
+    """The embedding model a store was built with; every vector in it comes from this one."""
+
+    model: str
+    dim: int
+
+
+@dataclass(frozen=True)
+class ReconcileReport:
+    published: int = 0
+    discarded_pending: int = 0
+    dropped_empty_documents: int = 0
+    dropped_orphan_chunks: int = 0
+
+    @property
+    def changed(self) -> bool:
+        return self != ReconcileReport()
+
+
+class IndexStore:
+    """One LanceDB database. Thread-safe: reads run concurrently, writes take `_write_lock`."""
+
+    def __init__(self, settings: IndexSettings) -> None:
+        self.settings = settings
+        self.uri = settings.lancedb_uri
+        self._write_lock = threading.RLock()
+        self._handles_lock = threading.Lock()
+        self._db = lancedb.connect(
+            self.uri,
+            read_consistency_interval=timedelta(seconds=settings.index_read_consistency_s),
+        )
+        self._documents: Table | None = None
+        self._chunks: Table | None = None
+        self._stamp: ModelStamp | None = None
+        self._last_open_attempt = 0.0
+        # Documents whose chunks were committed but whose step 3 failed: finished first
+        # thing on the next write, so a transient error does not wait for a restart.
+        self._unpublished: set[str] = set()
+        self._writes_since_optimize = 0
+        self._dirty_since: float | None = None
+        self._open_tables()
+        self.reconcile()
+
+    # ----------------------------------------------------------------------- handles
+
+    def _open_tables(self) -> None:
+        """Open whichever tables exist; the first upsert creates the missing ones."""
+        with self._handles_lock:
+            self._last_open_attempt = time.monotonic()
+            names = set(self._db.list_tables().tables)
+            if self._stamp is None and META in names:
+                self._stamp = self._read_stamp(self._db.open_table(META))
+            if self._documents is None and DOCUMENTS in names:
+                self._documents = self._db.open_table(DOCUMENTS)
+            if self._chunks is None and CHUNKS in names:
+                self._chunks = self._db.open_table(CHUNKS)
+                self._ensure_chunk_indexes(self._chunks)
+
+    def _tables(self) -> tuple[Table | None, Table | None]:
+        """The table handles, retrying the open now and then while the store is empty, so
+        tables created by another process show up without a restart."""
+        if self._chunks is None or self._documents is None:
+            due = self._last_open_attempt + self.settings.index_read_consistency_s
+            if time.monotonic() >= due:
+                self._open_tables()
+        return self._documents, self._chunks
+
+    @staticmethod
+    def _read_stamp(meta: Table) -> ModelStamp | None:
+        rows = {r["key"]: r["value"] for r in meta.search().limit(None).to_arrow().to_pylist()}
+        if "model" not in rows or "dim" not in rows:
+            return None
+        return ModelStamp(model=str(rows["model"]), dim=int(rows["dim"]))
+
+    @staticmethod
+    def _ensure_chunk_indexes(chunks: Table) -> None:
+        present = {tuple(index.columns) for index in chunks.list_indices()}
+        if ("content",) not in present:
+            chunks.create_index("content", config=FTS_CONFIG)
+        if ("doc_id",) not in present:
+            chunks.create_index("doc_id", config=BTree())
+
+    def _ensure_tables(self, model: str, dim: int) -> tuple[Table, Table]:
+        """Create what is missing for a store of `model`/`dim`, or refuse another model.
+
+        Order matters for crash safety: `meta` first, so a chunks table never exists
+        without the record of which model filled it.
+        """
+        if self._stamp is None or self._documents is None or self._chunks is None:
+            self._open_tables()
+        if self._stamp is None:
+            stamp = ModelStamp(model=model, dim=dim)
+            meta = pa.table(
+                {"key": ["model", "dim", "schema"], "value": [model, str(dim), "1"]},
+                schema=pa.schema([("key", pa.string()), ("value", pa.string())]),
+            )
+            self._db.create_table(META, data=meta, exist_ok=True)
+            self._stamp = self._read_stamp(self._db.open_table(META)) or stamp
+        self._check_model(model, dim)
+        if self._documents is None:
+            self._documents = self._db.create_table(
+                DOCUMENTS, schema=DOCUMENTS_SCHEMA, exist_ok=True
+            )
+        if self._chunks is None:
+            self._chunks = self._db.create_table(CHUNKS, schema=chunks_schema(dim), exist_ok=True)
+            self._ensure_chunk_indexes(self._chunks)
+        return self._documents, self._chunks
+
+    def _check_model(self, model: str | None, dim: int) -> None:
+        stamp = self._stamp
+        if stamp is None:
+            return
+        if dim != stamp.dim or (model is not None and model != stamp.model):
+            raise StoreModelMismatch(stamp.model, stamp.dim, model, dim)
+
+    @property
+    def stamp(self) -> ModelStamp | None:
+        return self._stamp
+
+    def close(self) -> None:
+        with self._handles_lock:
+            self._documents = None
+            self._chunks = None
+
+    def ping(self) -> str:
+        names = self._db.list_tables().tables
+        return f"ok ({len(names)} tables)"
+
+    # ------------------------------------------------------------------------- reads
+
+    def _stable(self, table: Table, read: Callable[[], T]) -> T:
+        """Run `read` (several queries) so that all of them see one version of `table`."""
+        for _ in range(_READ_ATTEMPTS):
+            before = table.version
+            result = read()
+            if table.version == before:
+                return result
+        with self._write_lock:
+            return read()
+
+    def lookup(self, library: str, source: str) -> DocumentInfo | None:
+        documents, _ = self._tables()
+        if documents is None:
+            return None
+        rows = (
+            documents.search()
+            .where(f"{LIVE_ONLY} AND {key_filter(library, source)}")
+            .select(DOCUMENT_INFO_COLUMNS)
+            .limit(None)
+            .to_arrow()
+            .to_pylist()
+        )
+        if not rows:
+            return None
+        newest = max(rows, key=lambda r: (r["created_at"], r["doc_id"]))
+        return self._document_info(newest)
+
+    @staticmethod
+    def _document_info(row: dict[str, Any]) -> DocumentInfo:
+        return DocumentInfo(
+            doc_id=row["doc_id"],
+            source=row["source"],
+            title=row["title"],
+            library=row["library"],
+            content_hash=row["content_hash"],
+            created_at=row["created_at"],
+            metadata=_load_metadata(row["metadata"]),
+            chunk_count=row["chunk_count"],
+            file_type=row["file_type"],
+            last_modified=row["last_modified"],
+        )
+
+    def get(self, doc_id: str) -> GetDocumentResult:
+        documents, _ = self._tables()
+        if documents is None:
+            raise DocumentNotFound(doc_id)
+        rows = (
+            documents.search()
+            .where(f"{LIVE_ONLY} AND {equals('doc_id', doc_id)}")
+            .select(GET_COLUMNS)
+            .limit(1)
+            .to_arrow()
+            .to_pylist()
+        )
+        if not rows:
+            raise DocumentNotFound(doc_id)
+        row = rows[0]
+        return GetDocumentResult(
+            doc_id=row["doc_id"],
+            source=row["source"],
+            title=row["title"],
+            library=row["library"],
+            content=row["markdown"],
+            chunk_count=row["chunk_count"],
+            metadata=_load_metadata(row["metadata"]),
+            file_type=row["file_type"],
+            created_at=row["created_at"],
+        )
+
+    def list_documents(self, library: str | None, limit: int, offset: int) -> ListDocumentsResult:
+        documents, _ = self._tables()
+        if documents is None:
+            return ListDocumentsResult(documents=[], count=0, total=0)
+        where = LIVE_ONLY if library is None else f"{LIVE_ONLY} AND {equals('library', library)}"
+
+        def read() -> ListDocumentsResult:
+            # Sort on the two key columns only, then fetch the page's other columns.
+            keys = documents.search().where(where).select(["doc_id", "created_at"])
+            ordered = (
+                keys.limit(None)
+                .to_arrow()
+                .sort_by([("created_at", "descending"), ("doc_id", "ascending")])
+            )
+            page = ordered.slice(offset, limit)["doc_id"].to_pylist()
+            if not page:
+                return ListDocumentsResult(documents=[], count=0, total=ordered.num_rows)
+            rows = (
+                documents.search()
+                .where(f"{LIVE_ONLY} AND {in_list('doc_id', page)}")
+                .select(DOCUMENT_INFO_COLUMNS)
+                .limit(None)
+                .to_arrow()
+                .to_pylist()
+            )
+            by_id = {row["doc_id"]: row for row in rows}
+            infos = [self._document_info(by_id[d]) for d in page if d in by_id]
+            return ListDocumentsResult(documents=infos, count=len(infos), total=ordered.num_rows)
+
+        return self._stable(documents, read)
+
+    def list_libraries(self) -> ListLibrariesResult:
+        documents, _ = self._tables()
+        if documents is None:
+            return ListLibrariesResult(libraries=[])
+        rows = documents.search().where(LIVE_ONLY).select(["library", "chunk_count"])
+        table = rows.limit(None).to_arrow()
+        grouped = table.group_by("library").aggregate(
+            [("chunk_count", "sum"), ("chunk_count", "count")]
+        )
+        libraries = [
+            LibraryInfo(
+                library=row["library"],
+                document_count=row["chunk_count_count"],
+                chunk_count=row["chunk_count_sum"] or 0,
+            )
+            for row in grouped.to_pylist()
+        ]
+        libraries.sort(key=lambda lib: lib.library)
+        return ListLibrariesResult(libraries=libraries)
+
+    def info(self) -> IndexInfo:
+        documents, chunks = self._tables()
+        stamp = self._stamp
+        return IndexInfo(
+            uri=self.uri,
+            model=stamp.model if stamp else None,
+            dim=stamp.dim if stamp else None,
+            documents=documents.count_rows(LIVE_ONLY) if documents is not None else 0,
+            chunks=chunks.count_rows() if chunks is not None else 0,
+        )
+
+    # ------------------------------------------------------------------------ search
+
+    def search(self, request: IndexSearchRequest) -> SearchResult:
+        text = request.query.strip()
+        mode = request.mode
+        if mode in ("hybrid", "vector") and not request.vector_b64:
+            raise InvalidInputError(
+                f"search mode {mode!r} needs vector_b64 (the embedded query); "
+                "use mode 'bm25' for a keyword-only search"
+            )
+        if mode == "bm25" and not text:
+            raise InvalidInputError("search mode 'bm25' needs query text")
+        where = compile_filter(request.filter, library=request.library)
+        _, chunks = self._tables()
+        if chunks is None:
+            return SearchResult(results=[])
+        vector = self._query_vector(request.vector_b64) if mode != "bm25" else None
+        depth = max(
+            self.settings.index_candidates_min,
+            self.settings.index_candidates_per_result * request.top_k,
+        )
+
+        def run_legs() -> list[tuple[str, list[dict[str, Any]]]]:
+            legs: list[tuple[str, list[dict[str, Any]]]] = []
+            if mode != "vector" and text:
+                legs.append(("bm25", self._fts_leg(chunks, text, where, depth)))
+            if vector is not None:
+                legs.append(("vector", self._vector_leg(chunks, vector, where, depth)))
+            return legs
+
+        if mode == "hybrid":
+            return SearchResult(results=self._fuse(self._stable(chunks, run_legs), request.top_k))
+        rows = [row for _, leg in run_legs() for row in leg][: request.top_k]
+        return SearchResult(results=[self._hit(row, row["_leg_score"]) for row in rows])
+
+    def _query_vector(self, data: str | None) -> Matrix:
+        try:
+            raw = base64.b64decode((data or "").encode("ascii"), validate=True)
+        except (ValueError, UnicodeEncodeError) as exc:
+            raise InvalidInputError(f"vector_b64 is not base64 float32 data: {exc}") from exc
+        if not raw or len(raw) % 4:
+            raise InvalidInputError(f"vector_b64 holds {len(raw)} bytes, not float32 values")
+        stamp = self._stamp
+        if stamp is not None and len(raw) != 4 * stamp.dim:
+            raise StoreModelMismatch(stamp.model, stamp.dim, None, len(raw) // 4)
+        vector = np.frombuffer(raw, dtype="<f4").astype(np.float32).reshape(1, -1)
+        if not np.isfinite(vector).all():
+            raise InvalidInputError("the query vector contains NaN or infinite values")
+        return vector
+
+    @staticmethod
+    def _fts_leg(chunks: Table, text: str, where: str | None, depth: int) -> list[dict[str, Any]]:
+        # A MatchQuery is tokenised like the indexed text and never parsed as query syntax,
+        # so operators, quotes or field names in the user's words are just words.
+        match = MatchQuery(
+            text,
+            "content",
+            boost=1.0,
+            fuzziness=0,
+            max_expansions=50,
+            operator=FullTextOperator.OR,
+            prefix_length=0,
+            document_granularity=None,
+        )
+        query = chunks.search(match, query_type="fts")
+        if where:
+            query = query.where(where, prefilter=True)
+        rows: list[dict[str, Any]] = (
+            query.select([*HIT_COLUMNS, "_score"]).limit(depth).to_arrow().to_pylist()
+        )
+        for row in rows:
+            row["_leg_score"] = float(row.pop("_score"))
+        return rows
+
+    @staticmethod
+    def _vector_leg(
+        chunks: Table, vector: Matrix, where: str | None, depth: int
+    ) -> list[dict[str, Any]]:
+        query = chunks.search(vector[0], query_type="vector", vector_column_name="vector")
+        assert isinstance(query, LanceVectorQueryBuilder)
+        query = query.distance_type("cosine")
+        if where:
+            query = query.where(where, prefilter=True)
+        rows: list[dict[str, Any]] = (
+            query.select([*HIT_COLUMNS, "_distance"]).limit(depth).to_arrow().to_pylist()
+        )
+        for row in rows:
+            row["_leg_score"] = 1.0 - float(row.pop("_distance"))
+        return rows
+
+    def _fuse(self, legs: list[tuple[str, list[dict[str, Any]]]], top_k: int) -> list[SearchHit]:
+        """Reciprocal rank fusion: each leg adds 1 / (k + rank) for every chunk it found."""
+        k = self.settings.index_rrf_k
+        scores: dict[str, float] = {}
+        rows: dict[str, dict[str, Any]] = {}
+        for _, leg in legs:
+            for rank, row in enumerate(leg, start=1):
+                chunk_id = row["chunk_id"]
+                scores[chunk_id] = scores.get(chunk_id, 0.0) + 1.0 / (k + rank)
+                rows.setdefault(chunk_id, row)
+        best = sorted(scores, key=lambda c: (-scores[c], c))[:top_k]
+        return [self._hit(rows[c], scores[c]) for c in best]
+
+    @staticmethod
+    def _hit(row: dict[str, Any], score: float) -> SearchHit:
+        return SearchHit(
+            doc_id=row["doc_id"],
+            source=row["source"],
+            title=row["title"],
+            library=row["library"],
+            file_type=row["file_type"],
+            last_modified=row["last_modified"],
+            page=row["page"],
+            content=row["content"],
+            chunk_index=row["chunk_index"],
+            metadata=_load_metadata(row["metadata"]),
+            score=score,
+            headings=list(row["headings"] or []),
+        )
+
+    # ------------------------------------------------------------------------ writes
+
+    def upsert(self, request: UpsertRequest) -> UpsertResponse:
+        """Replace the document at (library, source) with this version, atomically."""
+        document = request.document
+        if not request.chunks:
+            raise InvalidInputError(
+                "a document needs at least one chunk; nothing was indexed for "
+                f"{document.source!r} (was the text empty?)"
+            )
+        if not document.source or not document.library:
+            raise InvalidInputError("a document needs a non-empty source and library")
+        if request.dim <= 0 or not request.model:
+            raise InvalidInputError("upsert needs the embedding model name and a positive dim")
+        try:
+            vectors = decode(request.vectors_b64, request.dim, len(request.chunks))
+        except ValueError as exc:
+            raise InvalidInputError(f"vectors_b64 is not base64 float32 data: {exc}") from exc
+        if not np.isfinite(vectors).all():
+            raise InvalidInputError("the chunk vectors contain NaN or infinite values")
+        metadata = _dump_metadata(document.metadata)
+
+        with self._write_lock:
+            self._check_model(request.model, request.dim)
+            documents, chunks = self._ensure_tables(request.model, request.dim)
+            self._finish_unpublished(documents, chunks)
+            replaced = self.lookup(document.library, document.source) is not None
+            doc_id = str(uuid.uuid4())
+            row = self.document_row(request, doc_id, metadata)
+            self.stage(row)
+            rows = self.chunk_rows(request, doc_id, metadata, vectors)
+            try:
+                self.swap_chunks(document.library, document.source, rows)
+            except Exception as exc:
+                self._discard(documents, doc_id)
+                raise WriteFailed(
+                    f"could not write the chunks of {document.source!r}: {exc}; "
+                    "the previous version (if any) is unchanged, try again"
+                ) from exc
+            self._publish_or_defer(row)
+            self._note_write()
+        return UpsertResponse(
+            status="replaced" if replaced else "indexed",
+            doc_id=doc_id,
+            chunk_count=len(request.chunks),
+        )
+
+    def document_row(self, request: UpsertRequest, doc_id: str, metadata: str) -> pa.Table:
+        document = request.document
+        return pa.Table.from_pylist(
+            [
+                {
+                    "doc_id": doc_id,
+                    "source": document.source,
+                    "library": document.library,
+                    "title": document.title,
+                    "file_type": document.file_type,
+                    "content_hash": document.content_hash,
+                    "created_at": utc_now(),
+                    "last_modified": document.last_modified,
+                    "metadata": metadata,
+                    "chunk_count": len(request.chunks),
+                    "markdown": document.markdown,
+                    "state": PENDING,
+                }
+            ],
+            schema=DOCUMENTS_SCHEMA,
+        )
+
+    def chunk_rows(
+        self, request: UpsertRequest, doc_id: str, metadata: str, vectors: Matrix
+    ) -> pa.Table:
+        document = request.document
+        n = len(request.chunks)
+        dim = vectors.shape[1]
+        columns: dict[str, Any] = {
+            # Position, not chunk_index, keys the row: ids stay unique whatever the chunker sent.
+            "chunk_id": [f"{doc_id}:{i}" for i in range(n)],
+            "doc_id": [doc_id] * n,
+            "source": [document.source] * n,
+            "library": [document.library] * n,
+            "title": [document.title] * n,
+            "file_type": [document.file_type] * n,
+            "last_modified": [document.last_modified] * n,
+            "page": [c.page for c in request.chunks],
+            "chunk_index": [c.chunk_index for c in request.chunks],
+            "content": [c.text for c in request.chunks],
+            "headings": [list(c.headings) for c in request.chunks],
+            "metadata": [metadata] * n,
+            "vector": pa.FixedSizeListArray.from_arrays(
+                pa.array(np.ascontiguousarray(vectors, dtype=np.float32).ravel()), dim
+            ),
+        }
+        return pa.table(columns, schema=chunks_schema(dim))
+
+    def stage(self, row: pa.Table) -> None:
+        """Step 1: the new version's documents row, invisible while 'pending'."""
+        documents, _ = self._require_tables()
+        documents.add(row)
+
+    def swap_chunks(self, library: str, source: str, rows: pa.Table) -> None:
+        """Step 2, one commit: the new chunks in, every other chunk of (library, source) out."""
+        _, chunks = self._require_tables()
+        (
+            chunks.merge_insert("chunk_id")
+            .when_not_matched_insert_all()
+            .when_not_matched_by_source_delete(key_filter(library, source))
+            .execute(rows)
+        )
+
+    def publish(self, row: pa.Table) -> None:
+        """Step 3, one commit: this row 'live', every other row of (library, source) gone.
+
+        Idempotent: inserting when the pending row is missing keeps the chunks reachable.
+        """
+        documents, _ = self._require_tables()
+        live = row.set_column(
+            row.schema.get_field_index("state"), "state", pa.array([LIVE] * row.num_rows)
+        )
+        library, source = live["library"][0].as_py(), live["source"][0].as_py()
+        (
+            documents.merge_insert("doc_id")
+            .when_matched_update_all()
+            .when_not_matched_insert_all()
+            .when_not_matched_by_source_delete(key_filter(library, source))
+            .execute(live)
+        )
+
+    def _publish_or_defer(self, row: pa.Table) -> None:
+        doc_id = row["doc_id"][0].as_py()
+        try:
+            self.publish(row)
+        except Exception as exc:
+            # The chunks are already the new version; finish on the next write or restart.
+            self._unpublished.add(doc_id)
+            log.exception("publishing a document failed", extra={"fields": {"doc_id": doc_id}})
+            raise WriteFailed(
+                f"the new version of {row['source'][0].as_py()!r} was stored but not yet "
+                f"listed ({exc}); it is completed on the next write or restart"
+            ) from exc
+
+    def _finish_unpublished(self, documents: Table, chunks: Table) -> None:
+        for doc_id in sorted(self._unpublished):
+            pending = self._pending_row(documents, doc_id)
+            if pending is not None and chunks.count_rows(equals("doc_id", doc_id)):
+                self.publish(pending)
+            self._unpublished.discard(doc_id)
+
+    @staticmethod
+    def _pending_row(documents: Table, doc_id: str) -> pa.Table | None:
+        where = f"{equals('doc_id', doc_id)} AND {equals('state', PENDING)}"
+        row = documents.search().where(where).limit(None).to_arrow()
+        return row.select(DOCUMENTS_SCHEMA.names).cast(DOCUMENTS_SCHEMA) if row.num_rows else None
+
+    @staticmethod
+    def _discard(documents: Table, doc_id: str) -> None:
+        try:
+            documents.delete(f"{equals('doc_id', doc_id)} AND {equals('state', PENDING)}")
+        except Exception:
+            # Harmless if it stays: pending rows are invisible and reconcile removes them.
+            log.exception("could not remove a pending row", extra={"fields": {"doc_id": doc_id}})
+
+    def _require_tables(self) -> tuple[Table, Table]:
+        documents, chunks = self._documents, self._chunks
+        if documents is None or chunks is None:
+            raise MvdbError("the index tables do not exist yet; the first upsert creates them")
+        return documents, chunks
+
+    def delete(self, doc_id: str) -> DeleteResult:
+        """Chunks first, then the row: a crash in between leaves a document without chunks,
+        which is invisible to search and removed by `reconcile`."""
+        with self._write_lock:
+            documents, chunks = self._tables()
+            if documents is None or not documents.count_rows(
+                f"{LIVE_ONLY} AND {equals('doc_id', doc_id)}"
+            ):
+                raise DocumentNotFound(doc_id)
+            deleted = 0
+            if chunks is not None:
+                deleted = chunks.count_rows(equals("doc_id", doc_id))
+                chunks.delete(equals("doc_id", doc_id))
+            documents.delete(equals("doc_id", doc_id))
+            self._note_write()
+        return DeleteResult(doc_id=doc_id, deleted_chunks=deleted)
+
+    # -------------------------------------------------------------------- recovery
+
+    def reconcile(self) -> ReconcileReport:
+        """Bring the tables back to a consistent state after a crash (see module doc)."""
+        with self._write_lock:
+            documents, chunks = self._documents, self._chunks
+            if documents is None:
+                return ReconcileReport()
+            with_chunks = self._chunk_doc_ids(chunks)
+            rows = documents.search().select(["doc_id", "state"]).limit(None).to_arrow()
+            pending = [r["doc_id"] for r in rows.to_pylist() if r["state"] == PENDING]
+            published = 0
+            for doc_id in pending:
+                if doc_id in with_chunks:
+                    row = self._pending_row(documents, doc_id)
+                    if row is not None:
+                        self.publish(row)
+                        published += 1
+            discard = [d for d in pending if d not in with_chunks]
+            if discard:
+                documents.delete(f"{equals('state', PENDING)} AND {in_list('doc_id', discard)}")
+            live = documents.search().where(LIVE_ONLY).select(["doc_id"]).limit(None).to_arrow()
+            live_ids = set(live["doc_id"].to_pylist())
+            empty = sorted(live_ids - with_chunks)
+            if empty:
+                documents.delete(in_list("doc_id", empty))
+            orphans = sorted(with_chunks - live_ids)
+            if orphans and chunks is not None:
+                chunks.delete(in_list("doc_id", orphans))
+            report = ReconcileReport(
+                published=published,
+                discarded_pending=len(discard),
+                dropped_empty_documents=len(empty),
+                dropped_orphan_chunks=len(orphans),
+            )
+        if report.changed:
+            fields = dataclasses.asdict(report)
+            log.warning("reconciled the index after an interrupted write", extra={"fields": fields})
+        return report
+
+    @staticmethod
+    def _chunk_doc_ids(chunks: Table | None) -> set[str]:
+        if chunks is None:
+            return set()
+        column = chunks.search().select(["doc_id"]).limit(None).to_arrow()["doc_id"]
+        return {str(v) for v in pc.unique(column).to_pylist()}
+
+    # ------------------------------------------------------------------ maintenance
+
+    def _note_write(self) -> None:
+        self._writes_since_optimize += 1
+        if self._dirty_since is None:
+            self._dirty_since = time.monotonic()
+
+    def optimize_due(self) -> bool:
+        if self._dirty_since is None:
+            return False
+        if self._writes_since_optimize >= self.settings.index_optimize_every_writes:
+            return True
+        return time.monotonic() - self._dirty_since >= self.settings.index_optimize_interval_s
+
+    def optimize(self) -> None:
+        """Compact small files and fold new rows into the indexes, incrementally."""
+        retention = timedelta(seconds=self.settings.index_version_retention_s)
+        with self._write_lock:
+            started = time.perf_counter()
+            for table in (self._documents, self._chunks):
+                if table is not None:
+                    table.optimize(cleanup_older_than=retention)
+            self._writes_since_optimize = 0
+            self._dirty_since = None
+        log.info(
+            "optimized the index", extra={"fields": {"seconds": time.perf_counter() - started}}
+        )

@@ -1,0 +1,548 @@
+"""The index core and store against a real LanceDB in tmp_path, with seeded synthetic vectors
+(no model): upsert/replace/delete, the three search modes, filters, the model stamp, crash
+recovery, and what concurrent readers and writers may see."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from libs.contracts import Chunk, IndexSearchRequest, NewDocument, SearchMode, UpsertRequest
+from libs.errors import InvalidInputError, ModelMismatchError, NotFoundError, StoreError
+from libs.vectors import Matrix, encode
+from services.index.core import IndexCore
+from services.index.settings import IndexSettings
+from services.index.store import PENDING, IndexStore
+
+pytestmark = pytest.mark.integration
+
+DIM = 384
+MODEL = "test/minilm"
+
+
+def unit_vectors(n: int, seed: int) -> Matrix:
+    vectors = np.random.default_rng(seed).standard_normal((n, DIM)).astype(np.float32)
+    normalised: Matrix = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+    return normalised
+
+
+def upsert_request(
+    source: str,
+    texts: list[str],
+    *,
+    library: str = "default",
+    seed: int = 0,
+    vectors: Matrix | None = None,
+    markdown: str | None = None,
+    pages: list[int] | None = None,
+    metadata: dict[str, Any] | None = None,
+    file_type: str = "md",
+    model: str = MODEL,
+    dim: int = DIM,
+) -> UpsertRequest:
+    if vectors is None:
+        vectors = unit_vectors(len(texts), seed)
+    return UpsertRequest(
+        document=NewDocument(
+            source=source,
+            library=library,
+            title=f"Title of {source}",
+            file_type=file_type,
+            content_hash=f"hash-{seed}",
+            last_modified="2025-06-01T09:00:00+00:00",
+            metadata=metadata or {},
+            markdown=markdown if markdown is not None else "\n\n".join(texts),
+        ),
+        chunks=[
+            Chunk(chunk_index=i, text=t, page=(pages or [0] * len(texts))[i], headings=["H1"])
+            for i, t in enumerate(texts)
+        ],
+        model=model,
+        dim=dim,
+        vectors_b64=encode(vectors),
+    )
+
+
+def settings_for(path: Path, **overrides: Any) -> IndexSettings:
+    return IndexSettings(lancedb_uri=str(path / "lancedb"), **overrides)
+
+
+@pytest.fixture
+async def core(tmp_path: Path) -> AsyncIterator[IndexCore]:
+    async with IndexCore(settings_for(tmp_path)) as opened:
+        yield opened
+
+
+def opened_store(core: IndexCore) -> IndexStore:
+    store = core.store
+    assert store is not None
+    return store
+
+
+def bm25(query: str, **kwargs: Any) -> IndexSearchRequest:
+    return IndexSearchRequest(query=query, mode="bm25", **kwargs)
+
+
+# ------------------------------------------------------------------ documents
+
+
+async def test_upsert_then_lookup_get_list_and_info(core: IndexCore) -> None:
+    markdown = "# Café notes\r\n\n  indented  \n\ttab\u00a0nbsp\n\n| a | b |\n|---|---|\n"
+    response = await core.upsert(
+        upsert_request(
+            "/docs/notes.md",
+            ["Café notes about espresso", "tables and tabs"],
+            markdown=markdown,
+            metadata={"author": "Alice", "tags": ["x", "y"], "n": 3},
+        )
+    )
+    assert response.status == "indexed"
+    assert response.chunk_count == 2
+
+    found = (await core.lookup("default", "/docs/notes.md")).document
+    assert found is not None
+    assert found.doc_id == response.doc_id
+    assert found.content_hash == "hash-0"
+    assert found.metadata == {"author": "Alice", "tags": ["x", "y"], "n": 3}
+    assert found.chunk_count == 2
+    assert found.created_at.endswith("+00:00")
+    assert (await core.lookup("default", "/docs/other.md")).document is None
+    assert (await core.lookup("elsewhere", "/docs/notes.md")).document is None
+
+    document = await core.get(response.doc_id)
+    assert document.content == markdown
+    assert document.title == "Title of /docs/notes.md"
+    assert document.chunk_count == 2
+    assert document.metadata["author"] == "Alice"
+
+    listed = await core.list_documents(None, 20, 0)
+    assert [d.doc_id for d in listed.documents] == [response.doc_id]
+    assert (listed.count, listed.total) == (1, 1)
+
+    info = await core.info()
+    assert (info.model, info.dim, info.documents, info.chunks) == (MODEL, DIM, 1, 2)
+
+
+async def test_list_is_newest_first_and_paginates(core: IndexCore) -> None:
+    ids = []
+    for i in range(5):
+        library = "even" if i % 2 == 0 else "odd"
+        ids.append(
+            (await core.upsert(upsert_request(f"s{i}", [f"text {i}"], library=library))).doc_id
+        )
+    newest_first = ids[::-1]
+
+    first = await core.list_documents(None, 2, 0)
+    second = await core.list_documents(None, 2, 2)
+    third = await core.list_documents(None, 2, 4)
+    assert [d.doc_id for d in first.documents] == newest_first[:2]
+    assert [d.doc_id for d in second.documents] == newest_first[2:4]
+    assert [d.doc_id for d in third.documents] == newest_first[4:]
+    assert (first.count, first.total, third.count, third.total) == (2, 5, 1, 5)
+
+    beyond = await core.list_documents(None, 10, 50)
+    assert (beyond.documents, beyond.count, beyond.total) == ([], 0, 5)
+
+    even = await core.list_documents("even", 10, 0)
+    assert [d.doc_id for d in even.documents] == [ids[4], ids[2], ids[0]]
+    assert even.total == 3
+    assert (await core.list_documents("none", 10, 0)).total == 0
+
+    with pytest.raises(InvalidInputError):
+        await core.list_documents(None, 0, 0)
+    with pytest.raises(InvalidInputError):
+        await core.list_documents(None, 10, -1)
+
+
+async def test_libraries_count_documents_and_chunks(core: IndexCore) -> None:
+    await core.upsert(upsert_request("a", ["one", "two", "three"], library="beta"))
+    await core.upsert(upsert_request("b", ["one"], library="beta"))
+    await core.upsert(upsert_request("c", ["one", "two"], library="alpha"))
+    libraries = (await core.list_libraries()).libraries
+    assert [(lib.library, lib.document_count, lib.chunk_count) for lib in libraries] == [
+        ("alpha", 1, 2),
+        ("beta", 2, 4),
+    ]
+
+
+async def test_delete_removes_the_document_and_its_chunks(core: IndexCore) -> None:
+    kept = await core.upsert(upsert_request("keep", ["zebra crossing"], seed=1))
+    gone = await core.upsert(upsert_request("gone", ["zebra stripes", "more zebra"], seed=2))
+
+    result = await core.delete(gone.doc_id)
+    assert (result.status, result.doc_id, result.deleted_chunks) == ("deleted", gone.doc_id, 2)
+
+    hits = (await core.search(bm25("zebra"))).results
+    assert {h.doc_id for h in hits} == {kept.doc_id}
+    assert [d.doc_id for d in (await core.list_documents(None, 10, 0)).documents] == [kept.doc_id]
+    assert (await core.lookup("default", "gone")).document is None
+    assert (await core.info()).chunks == 1
+
+    with pytest.raises(NotFoundError, match=gone.doc_id):
+        await core.get(gone.doc_id)
+    with pytest.raises(NotFoundError, match="no document with doc_id 'nope'"):
+        await core.delete("nope")
+
+
+async def test_replace_keeps_exactly_one_document_with_only_the_new_chunks(
+    core: IndexCore,
+) -> None:
+    old = await core.upsert(upsert_request("a.md", ["aardvark one", "aardvark two"], seed=1))
+    new = await core.upsert(
+        upsert_request("a.md", ["buffalo one", "buffalo two", "buffalo three"], seed=2)
+    )
+    assert (old.status, new.status) == ("indexed", "replaced")
+    assert new.doc_id != old.doc_id
+
+    listed = await core.list_documents(None, 10, 0)
+    assert [(d.doc_id, d.chunk_count) for d in listed.documents] == [(new.doc_id, 3)]
+    found = (await core.lookup("default", "a.md")).document
+    assert found is not None and found.doc_id == new.doc_id
+    assert (await core.search(bm25("aardvark"))).results == []
+    assert {h.doc_id for h in (await core.search(bm25("buffalo"))).results} == {new.doc_id}
+    assert (await core.info()).chunks == 3
+    with pytest.raises(NotFoundError):
+        await core.get(old.doc_id)
+
+    # The same source in another library is another document.
+    other = await core.upsert(upsert_request("a.md", ["camel"], library="zoo", seed=3))
+    assert other.status == "indexed"
+    assert (await core.list_documents(None, 10, 0)).total == 2
+
+
+async def test_bad_upserts_are_refused_before_anything_is_written(core: IndexCore) -> None:
+    empty = upsert_request("a", ["x"]).model_copy(update={"chunks": []})
+    with pytest.raises(InvalidInputError, match="at least one chunk"):
+        await core.upsert(empty)
+    short = upsert_request("a", ["x", "y"], vectors=unit_vectors(1, 0))
+    with pytest.raises(InvalidInputError, match="expected 2 vectors"):
+        await core.upsert(short)
+    garbage = upsert_request("a", ["x"]).model_copy(update={"vectors_b64": "not base64!"})
+    with pytest.raises(InvalidInputError):
+        await core.upsert(garbage)
+    nan = unit_vectors(1, 0)
+    nan[0, 0] = np.nan
+    with pytest.raises(InvalidInputError, match="NaN"):
+        await core.upsert(upsert_request("a", ["x"], vectors=nan))
+    assert (await core.info()).documents == 0
+
+
+# ------------------------------------------------------------------------ search
+
+
+async def test_each_mode_finds_the_obvious_match(core: IndexCore) -> None:
+    target_vectors = unit_vectors(3, seed=7)
+    target = await core.upsert(
+        upsert_request(
+            "animals.md",
+            ["The quick brown fox jumps", "Penguins swimming in icy water", "Cows graze"],
+            vectors=target_vectors,
+        )
+    )
+    for i in range(4):
+        await core.upsert(upsert_request(f"noise{i}.md", [f"filler text number {i}"], seed=100 + i))
+    penguin = encode(target_vectors[1:2])
+
+    keyword = (await core.search(bm25("penguin swims"))).results
+    assert keyword[0].doc_id == target.doc_id
+    assert keyword[0].content == "Penguins swimming in icy water"
+    assert keyword[0].score > 0
+    assert keyword[0].headings == ["H1"]
+
+    vector = await core.search(IndexSearchRequest(query="", vector_b64=penguin, mode="vector"))
+    assert vector.results[0].content == "Penguins swimming in icy water"
+    assert vector.results[0].score == pytest.approx(1.0, abs=1e-4)
+    assert len(vector.results) == 5
+
+    hybrid = await core.search(IndexSearchRequest(query="penguins", vector_b64=penguin, top_k=3))
+    assert hybrid.results[0].content == "Penguins swimming in icy water"
+    # Top of both legs: 2 / (k + 1) with the default k = 60.
+    assert hybrid.results[0].score == pytest.approx(2 / 61)
+    assert len(hybrid.results) == 3
+    assert [h.score for h in hybrid.results] == sorted(
+        (h.score for h in hybrid.results), reverse=True
+    )
+
+
+async def test_full_text_stems_folds_case_and_accents_and_ignores_syntax(
+    core: IndexCore,
+) -> None:
+    await core.upsert(upsert_request("cafe.md", ["Running to the CAFÉ"]))
+    for query in ["runs", "cafe", "Café", "RUNNING cafe"]:
+        assert len((await core.search(bm25(query))).results) == 1, query
+    for query in ['"unbalanced', "content:cafe OR x", "cafe AND NOT running", "*", "(((", "~!^"]:
+        # Parsed as plain words: never a syntax error; matching words still match.
+        result = await core.search(bm25(query))
+        assert len(result.results) == (1 if "cafe" in query else 0), query
+
+
+async def test_search_scoping_by_library_and_filters(core: IndexCore) -> None:
+    await core.upsert(
+        upsert_request(
+            "a.pdf",
+            ["walrus page one", "walrus page two"],
+            library="sea",
+            file_type="pdf",
+            pages=[1, 2],
+            seed=1,
+        )
+    )
+    await core.upsert(upsert_request("b.md", ["walrus notes"], library="land", seed=2))
+
+    def sources(hits: list[Any]) -> list[tuple[str, int]]:
+        return sorted((h.source, h.page) for h in hits)
+
+    assert sources((await core.search(bm25("walrus", library="sea"))).results) == [
+        ("a.pdf", 1),
+        ("a.pdf", 2),
+    ]
+    assert sources((await core.search(bm25("walrus", library="land"))).results) == [("b.md", 0)]
+    assert (await core.search(bm25("walrus", library="air"))).results == []
+    by_page = await core.search(bm25("walrus", filter={"file_type": "pdf", "page": 2}))
+    assert sources(by_page.results) == [("a.pdf", 2)]
+    assert sources((await core.search(bm25("walrus", filter={"chunk_index": 0}))).results) == [
+        ("a.pdf", 1),
+        ("b.md", 0),
+    ]
+    by_source = await core.search(bm25("walrus", filter={"source": "b.md", "library": "land"}))
+    assert sources(by_source.results) == [("b.md", 0)]
+
+    vector = encode(unit_vectors(1, seed=5))
+    for mode in ("bm25", "vector", "hybrid"):
+        injected = IndexSearchRequest(
+            query="walrus", vector_b64=vector, mode=mode, filter={"source": "x' OR '1'='1"}
+        )
+        assert (await core.search(injected)).results == [], mode
+        scoped = IndexSearchRequest(query="walrus", vector_b64=vector, mode=mode, library="land")
+        assert {h.library for h in (await core.search(scoped)).results} == {"land"}, mode
+
+    with pytest.raises(InvalidInputError, match="unknown filter field 'author'"):
+        await core.search(bm25("walrus", filter={"author": "x"}))
+    with pytest.raises(InvalidInputError, match="needs an integer"):
+        await core.search(bm25("walrus", filter={"page": "2"}))
+
+
+async def test_search_needs_what_its_mode_uses(core: IndexCore) -> None:
+    await core.upsert(upsert_request("a", ["text"]))
+    with pytest.raises(InvalidInputError, match="vector_b64"):
+        await core.search(IndexSearchRequest(query="text", mode="vector"))
+    with pytest.raises(InvalidInputError, match="vector_b64"):
+        await core.search(IndexSearchRequest(query="text"))
+    with pytest.raises(InvalidInputError, match="query text"):
+        await core.search(IndexSearchRequest(query="  ", mode="bm25"))
+    # Hybrid with no usable words falls back to the vector leg alone.
+    only_vector = IndexSearchRequest(query=" ", vector_b64=encode(unit_vectors(1, 0)))
+    assert len((await core.search(only_vector)).results) == 1
+
+
+async def test_empty_store_searches_return_nothing(core: IndexCore) -> None:
+    vector = encode(unit_vectors(1, seed=1))
+    for mode in ("bm25", "vector", "hybrid"):
+        request = IndexSearchRequest(query="anything", vector_b64=vector, mode=mode)
+        assert (await core.search(request)).results == []
+    assert (await core.list_documents(None, 10, 0)).total == 0
+    assert (await core.list_libraries()).libraries == []
+    info = await core.info()
+    assert (info.model, info.dim, info.documents, info.chunks) == (None, None, 0, 0)
+
+
+async def test_another_model_or_dimension_is_refused(core: IndexCore) -> None:
+    await core.upsert(upsert_request("a", ["text"]))
+    with pytest.raises(ModelMismatchError) as caught:
+        await core.upsert(upsert_request("b", ["text"], model="nomic-ai/nomic-embed-text-v1.5"))
+    message = caught.value.message
+    assert MODEL in message and "nomic-ai/nomic-embed-text-v1.5" in message
+    assert "LANCEDB_URI" in message and "EMBEDDING_MODEL" in message
+
+    wide = np.ones((1, 768), dtype=np.float32) / np.sqrt(768)
+    with pytest.raises(ModelMismatchError, match="768"):
+        await core.upsert(upsert_request("b", ["text"], vectors=wide, dim=768))
+    with pytest.raises(ModelMismatchError, match="768-d"):
+        await core.search(IndexSearchRequest(query="text", vector_b64=encode(wide)))
+    assert (await core.info()).documents == 1
+
+
+async def test_the_model_stamp_survives_a_restart(tmp_path: Path) -> None:
+    async with IndexCore(settings_for(tmp_path)) as first:
+        await first.upsert(upsert_request("a", ["text"]))
+    async with IndexCore(settings_for(tmp_path)) as second:
+        assert (await second.info()).model == MODEL
+        with pytest.raises(ModelMismatchError):
+            await second.upsert(upsert_request("b", ["text"], model="other"))
+
+
+# --------------------------------------------------------------- atomicity
+
+
+async def test_concurrent_upserts_of_one_source_end_with_one_document(core: IndexCore) -> None:
+    requests = [upsert_request("same.md", [f"version {i}"] * (i + 1), seed=i) for i in range(6)]
+    responses = await asyncio.gather(*(core.upsert(r) for r in requests))
+    assert sorted(r.status for r in responses) == ["indexed"] + ["replaced"] * 5
+    listed = (await core.list_documents(None, 10, 0)).documents
+    assert len(listed) == 1
+    winner = next(r for r in responses if r.doc_id == listed[0].doc_id)
+    assert (await core.info()).chunks == winner.chunk_count == listed[0].chunk_count
+
+
+def test_readers_never_see_both_versions_or_neither(tmp_path: Path) -> None:
+    store = IndexStore(settings_for(tmp_path))
+    query_vector = unit_vectors(1, seed=99)
+    store.upsert(upsert_request("s.md", ["shared word first"], vectors=query_vector))
+    store.upsert(upsert_request("t.md", ["shared word other"], seed=5))
+    stop = threading.Event()
+    problems: list[str] = []
+
+    def replace() -> None:
+        for i in range(15):
+            texts = ["shared word again"] * (1 + i % 3)
+            vectors = np.repeat(query_vector, len(texts), axis=0)
+            store.upsert(upsert_request("s.md", texts, vectors=vectors))
+        stop.set()
+
+    def read() -> None:
+        modes: tuple[SearchMode, ...] = ("hybrid", "bm25", "vector")
+        i = 0
+        while not stop.is_set():
+            mode = modes[i % 3]
+            i += 1
+            request = IndexSearchRequest(
+                query="shared word", vector_b64=encode(query_vector), mode=mode, top_k=10
+            )
+            hits = store.search(request).results
+            doc_ids = {h.doc_id for h in hits if h.source == "s.md"}
+            if len(doc_ids) != 1:
+                problems.append(f"{mode} search saw {len(doc_ids)} versions")
+            listed = [d for d in store.list_documents(None, 10, 0).documents if d.source == "s.md"]
+            if len(listed) != 1:
+                problems.append(f"list saw {len(listed)} versions")
+            if store.lookup("default", "s.md") is None:
+                problems.append("lookup saw no version")
+
+    readers = [threading.Thread(target=read) for _ in range(2)]
+    for thread in readers:
+        thread.start()
+    replace()
+    for thread in readers:
+        thread.join()
+    assert problems == []
+    assert store.info().documents == 2
+
+
+class _FailingSwap(IndexStore):
+    """A store whose chunk commit fails, as a full disk would make it."""
+
+    def swap_chunks(self, library: str, source: str, rows: pa.Table) -> None:
+        raise OSError("No space left on device")
+
+
+class _FailingPublishOnce(IndexStore):
+    failures = 0
+
+    def publish(self, row: pa.Table) -> None:
+        if self.failures:
+            self.failures -= 1
+            raise OSError("transient I/O error")
+        super().publish(row)
+
+
+def pending_rows(path: Path) -> int:
+    import lancedb
+
+    return int(
+        lancedb.connect(str(path / "lancedb"))
+        .open_table("documents")
+        .count_rows(f"state = '{PENDING}'")
+    )
+
+
+def test_a_failed_reingest_leaves_the_old_version(tmp_path: Path) -> None:
+    IndexStore(settings_for(tmp_path)).upsert(upsert_request("a.md", ["original words"]))
+    failing = _FailingSwap(settings_for(tmp_path))
+    with pytest.raises(StoreError, match="previous version"):
+        failing.upsert(upsert_request("a.md", ["replacement words"], seed=1))
+    assert pending_rows(tmp_path) == 0
+    found = failing.lookup("default", "a.md")
+    assert found is not None
+    assert failing.get(found.doc_id).content == "original words"
+    assert [h.content for h in failing.search(bm25("words")).results] == ["original words"]
+
+
+def test_an_unpublished_version_is_finished_by_the_next_write(tmp_path: Path) -> None:
+    store = _FailingPublishOnce(settings_for(tmp_path))
+    store.upsert(upsert_request("a.md", ["original words"]))
+    store.failures = 1
+    with pytest.raises(StoreError, match="completed on the next write"):
+        store.upsert(upsert_request("a.md", ["replacement words"], seed=1))
+    store.upsert(upsert_request("b.md", ["unrelated"], seed=2))
+    documents = store.list_documents(None, 10, 0).documents
+    assert sorted(d.source for d in documents) == ["a.md", "b.md"]
+    found = store.lookup("default", "a.md")
+    assert found is not None and store.get(found.doc_id).content == "replacement words"
+    assert pending_rows(tmp_path) == 0
+
+
+def test_reopening_reconciles_every_interrupted_write(tmp_path: Path) -> None:
+    store = IndexStore(settings_for(tmp_path))
+    kept = store.upsert(upsert_request("kept.md", ["kept words"], seed=1))
+    old = store.upsert(upsert_request("swapped.md", ["old words"], seed=2))
+    emptied = store.upsert(upsert_request("emptied.md", ["emptied words"], seed=3))
+
+    # Crash after step 1: a pending row, no chunks.
+    lost = upsert_request("lost.md", ["lost words"], seed=4)
+    store.stage(store.document_row(lost, "lost-doc", "{}"))
+    # Crash after step 2: the new chunks are in, the new row is still pending.
+    new = upsert_request("swapped.md", ["new words", "more new words"], seed=5)
+    store.stage(store.document_row(new, "new-doc", "{}"))
+    store.swap_chunks(
+        "default", "swapped.md", store.chunk_rows(new, "new-doc", "{}", unit_vectors(2, 5))
+    )
+    # Crash in a delete, after the chunks went: a live row without chunks.
+    assert store._chunks is not None
+    store._chunks.delete(f"doc_id = '{emptied.doc_id}'")
+    # Orphan chunks: chunks whose document row never got written.
+    orphan = upsert_request("orphan.md", ["orphan words"], seed=6)
+    store.swap_chunks(
+        "default", "orphan.md", store.chunk_rows(orphan, "orphan-doc", "{}", unit_vectors(1, 6))
+    )
+    store.close()
+
+    reopened = IndexStore(settings_for(tmp_path))
+    documents = reopened.list_documents(None, 10, 0).documents
+    assert sorted((d.source, d.doc_id) for d in documents) == [
+        ("kept.md", kept.doc_id),
+        ("swapped.md", "new-doc"),
+    ]
+    assert reopened.get("new-doc").content == new.document.markdown
+    with pytest.raises(NotFoundError):
+        reopened.get(old.doc_id)
+    info = reopened.info()
+    assert (info.documents, info.chunks) == (2, sum(d.chunk_count for d in documents))
+    hits = reopened.search(bm25("words", top_k=20)).results
+    assert sorted(h.doc_id for h in hits) == sorted([kept.doc_id, "new-doc", "new-doc"])
+    assert pending_rows(tmp_path) == 0
+    # A second reconcile finds nothing left to do.
+    assert not reopened.reconcile().changed
+
+
+async def test_optimize_folds_new_rows_into_the_text_index(tmp_path: Path) -> None:
+    settings = settings_for(tmp_path, index_optimize_every_writes=2)
+    async with IndexCore(settings) as core:
+        await core.upsert(upsert_request("a", ["alpha words"]))
+        await core.upsert(upsert_request("b", ["beta words"], seed=1))
+        store = opened_store(core)
+        for _ in range(200):
+            if not store.optimize_due():
+                break
+            await asyncio.sleep(0.05)
+        assert not store.optimize_due()
+        assert store._chunks is not None
+        stats = store._chunks.index_stats("content_idx")
+        assert stats is not None and stats.num_unindexed_rows == 0
+        assert len((await core.search(bm25("words"))).results) == 2
