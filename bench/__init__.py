@@ -1,0 +1,1 @@
+"""Benchmarks: slow measurements kept out of `make test` (`make bench-*`)."""

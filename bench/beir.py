@@ -1,0 +1,65 @@
+"""BEIR-format datasets and the standard ranking metrics (nDCG@k, Recall@k, MRR@k).
+
+Layout: `corpus.jsonl` ({_id, title, text}), `queries.jsonl` ({_id, text}) and
+`qrels/test.tsv` (query-id, corpus-id, score, with a header line). Metrics follow the
+definitions used by BEIR / trec_eval: graded gains, log2 discount, ideal ranking from qrels.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Dataset:
+    corpus: dict[str, tuple[str, str]]
+    queries: dict[str, str]
+    qrels: dict[str, dict[str, int]]
+
+
+def load(folder: Path, split: str = "test") -> Dataset:
+    corpus: dict[str, tuple[str, str]] = {}
+    with (folder / "corpus.jsonl").open(encoding="utf-8") as handle:
+        for line in handle:
+            if line.strip():
+                row = json.loads(line)
+                corpus[str(row["_id"])] = (row.get("title") or "", row.get("text") or "")
+    queries: dict[str, str] = {}
+    with (folder / "queries.jsonl").open(encoding="utf-8") as handle:
+        for line in handle:
+            if line.strip():
+                row = json.loads(line)
+                queries[str(row["_id"])] = row["text"]
+    qrels: dict[str, dict[str, int]] = {}
+    with (folder / "qrels" / f"{split}.tsv").open(encoding="utf-8") as handle:
+        for number, line in enumerate(handle):
+            parts = line.strip().split("\t")
+            if len(parts) < 3 or (number == 0 and not parts[2].lstrip("-").isdigit()):
+                continue
+            qid, did, score = parts[0], parts[1], int(parts[2])
+            if score > 0:
+                qrels.setdefault(qid, {})[did] = score
+    return Dataset(corpus, {q: t for q, t in queries.items() if q in qrels}, qrels)
+
+
+def ndcg_at(ranked: list[str], relevant: dict[str, int], k: int) -> float:
+    dcg = sum((relevant.get(doc, 0)) / math.log2(i + 2) for i, doc in enumerate(ranked[:k]))
+    ideal = sorted(relevant.values(), reverse=True)[:k]
+    idcg = sum(g / math.log2(i + 2) for i, g in enumerate(ideal))
+    return dcg / idcg if idcg else 0.0
+
+
+def recall_at(ranked: list[str], relevant: dict[str, int], k: int) -> float:
+    if not relevant:
+        return 0.0
+    return len(set(ranked[:k]) & set(relevant)) / len(relevant)
+
+
+def mrr_at(ranked: list[str], relevant: dict[str, int], k: int) -> float:
+    for i, doc in enumerate(ranked[:k]):
+        if doc in relevant:
+            return 1.0 / (i + 1)
+    return 0.0
