@@ -5,6 +5,7 @@ validation errors in the same shape, `/healthz` and `/metrics`."""
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -17,7 +18,7 @@ log = logging.getLogger(__name__)
 
 
 def describe_validation(exc: RequestValidationError | Exception) -> str:
-    errors = getattr(exc, "errors", lambda: [])()
+    errors: list[Any] = getattr(exc, "errors", lambda: [])()
     parts = []
     for err in errors[:5]:
         where = ".".join(str(p) for p in err.get("loc", ()) if p not in ("body", "query"))

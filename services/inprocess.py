@@ -5,7 +5,7 @@ directly into the gateway's ports, with no HTTP between them. Used by the stdio 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 
 from services.converter.core import Converter
 from services.converter.settings import ConverterSettings
@@ -20,16 +20,9 @@ from services.index.settings import IndexSettings
 @asynccontextmanager
 async def inprocess_ports(settings: GatewaySettings) -> AsyncIterator[Ports]:
     """Build every core from the same environment the services would read."""
-    converter = Converter(ConverterSettings())
-    try:
+    async with AsyncExitStack() as stack:
+        converter = await stack.enter_async_context(Converter(ConverterSettings()))
         embedder = EmbedderCore(EmbedderSettings())
-        try:
-            index = IndexCore(IndexSettings())
-            try:
-                yield Ports(converter, embedder, index)
-            finally:
-                await index.aclose()
-        finally:
-            await embedder.aclose()
-    finally:
-        await converter.aclose()
+        stack.push_async_callback(embedder.aclose)
+        index = await stack.enter_async_context(IndexCore(IndexSettings()))
+        yield Ports(converter, embedder, index)
