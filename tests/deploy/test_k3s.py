@@ -1,0 +1,451 @@
+"""deploy/k3s: schema-valid, renderable with kustomize, and holding the rules the deployment
+depends on (single index writer, single gateway, probes, limits, who may talk to whom).
+
+kubernetes-validate --strict checks every built-in kind against the Kubernetes OpenAPI schema
+(custom resources such as ServiceMonitor pass with a warning). `kubectl kustomize` renders
+offline. No cluster is available, so nothing is applied: the NetworkPolicies are checked with
+a small evaluator of the policy semantics (matchLabels peers, ports, ipBlocks) instead.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from libs.errors import MvdbError
+from services.converter.settings import ConverterSettings
+from services.embedder.settings import EmbedderSettings
+from services.gateway.app import check_exposure
+from services.gateway.settings import GatewaySettings
+from services.index.settings import IndexSettings
+from tests.deploy.conftest import K3S, load_all, run
+
+Resource = dict[str, Any]
+SERVICES = {"converter": 8001, "embedder": 8002, "index": 8003, "gateway": 8000}
+NAMESPACE = "mcpvectordb"
+# Kinds kubernetes-validate has no schema for; anything else unknown is a typo.
+CUSTOM_KINDS = {"Kustomization", "ServiceMonitor", "HelmChartConfig"}
+# Oldest Kubernetes these manifests are meant for, and the validator's newest.
+K8S_VERSIONS = ("1.28.0", None)
+# ConfigMap keys that are not service settings but still read in the pods.
+NON_SETTING_KEYS = {"HF_HUB_OFFLINE", "FORWARDED_ALLOW_IPS"}
+
+
+def _kustomization() -> dict[str, Any]:
+    data: dict[str, Any] = yaml.safe_load((K3S / "kustomization.yaml").read_text())
+    return data
+
+
+def _resources() -> list[Resource]:
+    """What the kustomization applies, loaded in Python (works without kubectl)."""
+    docs: list[Resource] = []
+    for name in _kustomization()["resources"]:
+        docs.extend(load_all(K3S / name))
+    return docs
+
+
+def _one(docs: list[Resource], kind: str, name: str) -> Resource:
+    found = [d for d in docs if d["kind"] == kind and d["metadata"]["name"] == name]
+    assert len(found) == 1, f"{kind}/{name}: {len(found)} found"
+    return found[0]
+
+
+def _workloads(docs: list[Resource]) -> Iterator[Resource]:
+    yield from (d for d in docs if d["kind"] in ("Deployment", "StatefulSet"))
+
+
+# --- schema and rendering -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("version", K8S_VERSIONS, ids=lambda v: v or "latest")
+def test_manifests_pass_kubernetes_validate_strict(
+    kubernetes_validate: list[str], version: str | None
+) -> None:
+    files = sorted(str(p) for p in K3S.rglob("*.yaml"))
+    args = [*kubernetes_validate, "--strict", *(["-k", version] if version else []), *files]
+    result = run(args)
+    assert result.returncode == 0, result.stdout + result.stderr
+    unknown = set(re.findall(r"Couldn't find schema for kind (\w+)", result.stdout + result.stderr))
+    assert unknown <= CUSTOM_KINDS, f"kinds without a schema (typo?): {unknown - CUSTOM_KINDS}"
+
+
+def test_kustomization_lists_every_manifest_and_each_parses() -> None:
+    listed = _kustomization()["resources"]
+    assert len(listed) == len(set(listed))
+    on_disk = {p.name for p in K3S.glob("*.yaml")} - {"kustomization.yaml"}
+    assert set(listed) == on_disk, "every manifest in deploy/k3s belongs in kustomization.yaml"
+    for name in listed:
+        docs = load_all(K3S / name)
+        assert docs, name
+        for doc in docs:
+            assert {"apiVersion", "kind", "metadata"} <= set(doc), name
+
+
+def test_kubectl_kustomize_renders_the_same_resources(
+    kubectl: str, kubernetes_validate: list[str], tmp_path: Path
+) -> None:
+    result = run([kubectl, "kustomize", str(K3S)])
+    assert result.returncode == 0, result.stderr
+    rendered = [d for d in yaml.safe_load_all(result.stdout) if d]
+    key = lambda d: (d["kind"], d["metadata"]["name"])  # noqa: E731
+    assert sorted(map(key, rendered)) == sorted(map(key, _resources()))
+    for doc in rendered:
+        if doc["kind"] != "Namespace":
+            assert doc["metadata"]["namespace"] == NAMESPACE, key(doc)
+    out = tmp_path / "rendered.yaml"
+    out.write_text(result.stdout)
+    validated = run([*kubernetes_validate, "--strict", "--quiet", str(out)])
+    assert validated.returncode == 0, validated.stdout + validated.stderr
+
+
+def _kustomize_minor(kubectl: str) -> int:
+    result = run([kubectl, "version", "--client", "-o", "json"])
+    if result.returncode != 0:
+        return 0
+    return int(re.sub(r"\D", "", json.loads(result.stdout)["clientVersion"]["minor"]) or 0)
+
+
+def test_tokens_overlay_from_the_docs_replaces_the_secret(kubectl: str, tmp_path: Path) -> None:
+    """docs/deploy.md's way of setting the tokens: an overlay with a secretGenerator."""
+    if _kustomize_minor(kubectl) < 21:
+        pytest.skip("this kubectl's kustomize (v2) predates directory resources in overlays")
+    overlay = tmp_path / "overlay"
+    overlay.mkdir()
+    (overlay / "auth.env").write_text("AUTH_TOKEN=full-secret\nREAD_ONLY_TOKEN=ro-secret\n")
+    relative = os.path.relpath(K3S, overlay)
+    (overlay / "kustomization.yaml").write_text(
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n"
+        f"resources: [{relative}]\n"
+        "secretGenerator:\n"
+        "  - name: mcpvectordb-auth\n    namespace: mcpvectordb\n    behavior: replace\n"
+        "    envs: [auth.env]\n"
+    )
+    result = run([kubectl, "kustomize", str(overlay)])
+    assert result.returncode == 0, result.stderr
+    docs = [d for d in yaml.safe_load_all(result.stdout) if d]
+    secrets = [d for d in docs if d["kind"] == "Secret"]
+    assert len(secrets) == 1
+    assert secrets[0]["data"]["AUTH_TOKEN"] == "ZnVsbC1zZWNyZXQ="  # base64 of full-secret
+    gateway = _one(docs, "Deployment", "gateway")
+    env = gateway["spec"]["template"]["spec"]["containers"][0]["env"]
+    refs = {e["valueFrom"]["secretKeyRef"]["name"] for e in env if "valueFrom" in e}
+    assert refs == {secrets[0]["metadata"]["name"]}
+
+
+# --- workloads ----------------------------------------------------------------------------------
+
+
+def test_every_pod_is_hardened_probed_sized_and_annotated() -> None:
+    docs = _resources()
+    names = set()
+    for workload in _workloads(docs):
+        name = workload["metadata"]["name"]
+        names.add(name)
+        pod = workload["spec"]["template"]
+        spec = pod["spec"]
+        # Service links would inject CONVERTER_PORT=tcp://... over the services' int settings.
+        assert spec["enableServiceLinks"] is False, name
+        assert spec["automountServiceAccountToken"] is False, name
+        assert spec["securityContext"]["runAsNonRoot"] is True, name
+        assert spec["securityContext"]["runAsUser"] == 10001, "the Dockerfile's USER"
+        port = SERVICES[name]
+        annotations = pod["metadata"]["annotations"]
+        assert annotations["prometheus.io/scrape"] == "true"
+        assert annotations["prometheus.io/port"] == str(port)
+        assert annotations["prometheus.io/path"] == "/metrics"
+        (container,) = spec["containers"]
+        assert container["ports"] == [{"name": "http", "containerPort": port}]
+        assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
+        assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
+        for bound in ("requests", "limits"):
+            assert set(container["resources"][bound]) == {"cpu", "memory"}, (name, bound)
+        assert container["securityContext"]["readOnlyRootFilesystem"] is True
+        mounts = {m["mountPath"] for m in container["volumeMounts"]}
+        assert {"/tmp", "/app/var"} <= mounts, "writable scratch on a read-only root"
+    assert names == set(SERVICES)
+
+
+def test_the_index_is_a_single_writer_statefulset_on_a_claim() -> None:
+    docs = _resources()
+    index = _one(docs, "StatefulSet", "index")
+    assert index["spec"]["replicas"] == 1
+    (claim,) = index["spec"]["volumeClaimTemplates"]
+    assert claim["spec"]["accessModes"] == ["ReadWriteOnce"]
+    mounts = index["spec"]["template"]["spec"]["containers"][0]["volumeMounts"]
+    data = next(m for m in mounts if m["name"] == claim["metadata"]["name"])
+    config = _one(docs, "ConfigMap", "mcpvectordb-config")["data"]
+    assert config["LANCEDB_URI"].startswith(data["mountPath"] + "/")
+    headless = _one(docs, "Service", index["spec"]["serviceName"])
+    assert headless["spec"]["clusterIP"] == "None"
+    scaled = {h["spec"]["scaleTargetRef"]["name"] for h in docs if h["kind"].endswith("Autoscaler")}
+    assert scaled == {"converter", "embedder"}, "only the stateless workers autoscale"
+
+
+def test_the_gateway_runs_one_replica_replaced_not_rolled() -> None:
+    gateway = _one(_resources(), "Deployment", "gateway")
+    assert gateway["spec"]["replicas"] == 1, "MCP sessions live in one process's memory"
+    assert gateway["spec"]["strategy"] == {"type": "Recreate"}
+
+
+def test_autoscaled_deployments_leave_the_replica_count_to_the_hpa() -> None:
+    docs = _resources()
+    for name in ("converter", "embedder"):
+        assert "replicas" not in _one(docs, "Deployment", name)["spec"], name
+        hpa = _one(docs, "HorizontalPodAutoscaler", name)
+        assert hpa["spec"]["minReplicas"] >= 1 < hpa["spec"]["maxReplicas"]
+
+
+def test_services_select_their_pods_by_a_named_port() -> None:
+    docs = _resources()
+    pods = {
+        w["metadata"]["name"]: w["spec"]["template"]["metadata"]["labels"] for w in _workloads(docs)
+    }
+    for service in (d for d in docs if d["kind"] == "Service"):
+        selector = service["spec"]["selector"]
+        matching = [n for n, labels in pods.items() if selector.items() <= labels.items()]
+        assert len(matching) == 1, service["metadata"]["name"]
+        (port,) = service["spec"]["ports"]
+        assert port == {"name": "http", "port": SERVICES[matching[0]], "targetPort": "http"}
+
+
+# --- configuration ------------------------------------------------------------------------------
+
+
+def _settings_env(docs: list[Resource], tokens: dict[str, str]) -> dict[str, str]:
+    config: dict[str, str] = _one(docs, "ConfigMap", "mcpvectordb-config")["data"]
+    return {**config, **tokens}
+
+
+def test_configmap_holds_only_known_settings_that_every_service_accepts(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    docs = _resources()
+    env = _settings_env(docs, {"AUTH_TOKEN": "t"})
+    known = {
+        name.upper()
+        for cls in (ConverterSettings, EmbedderSettings, IndexSettings, GatewaySettings)
+        for name in cls.model_fields
+    }
+    unknown = set(env) - known - NON_SETTING_KEYS
+    assert not unknown, f"ConfigMap keys no service reads (typo?): {sorted(unknown)}"
+    for key in list(os.environ):
+        if key.upper() in known:
+            monkeypatch.delenv(key)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    for cls in (ConverterSettings, EmbedderSettings, IndexSettings, GatewaySettings):
+        cls()  # raises if a value does not parse
+    assert EmbedderSettings().embed_batch_size <= 16, "the 1Gi limit was sized for batch <= 16"
+
+
+def test_shipped_secret_makes_the_gateway_refuse_to_start(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Empty tokens on purpose: the gateway must not serve the library unauthenticated."""
+    docs = _resources()
+    secret = _one(docs, "Secret", "mcpvectordb-auth")["stringData"]
+    gateway = _one(docs, "Deployment", "gateway")["spec"]["template"]["spec"]["containers"][0]
+    keys = {e["valueFrom"]["secretKeyRef"]["key"] for e in gateway["env"] if "valueFrom" in e}
+    assert keys == set(secret) == {"AUTH_TOKEN", "READ_ONLY_TOKEN"}
+    for key, value in _settings_env(docs, secret).items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.delenv("ALLOW_UNAUTHENTICATED_REMOTE", raising=False)
+    settings = GatewaySettings()
+    with pytest.raises(MvdbError):
+        check_exposure(settings, settings.bind_host)
+    check_exposure(settings.model_copy(update={"auth_token": ["set"]}), settings.bind_host)
+
+
+def test_ingress_hosts_are_allowed_hosts_and_sse_is_unbuffered() -> None:
+    docs = _resources()
+    ingress = _one(docs, "Ingress", "gateway")
+    allowed = _one(docs, "ConfigMap", "mcpvectordb-config")["data"]["ALLOWED_HOSTS"].split(",")
+    for rule in ingress["spec"]["rules"]:
+        assert rule["host"] in allowed, "the gateway would answer 421 to its own host name"
+        (path,) = rule["http"]["paths"]
+        assert path["backend"]["service"] == {"name": "gateway", "port": {"name": "http"}}
+    annotations = ingress["metadata"]["annotations"]
+    assert annotations["nginx.ingress.kubernetes.io/proxy-buffering"] == "off"
+    assert int(annotations["nginx.ingress.kubernetes.io/proxy-read-timeout"]) >= 3600
+
+
+def test_servicemonitors_select_all_four_services() -> None:
+    docs = _resources()
+    services = [d for d in docs if d["kind"] == "Service"]
+    scraped: set[str] = set()
+    for monitor in (d for d in docs if d["kind"] == "ServiceMonitor"):
+        selector = monitor["spec"]["selector"]["matchLabels"]
+        chosen = [
+            s["metadata"]["name"]
+            for s in services
+            if selector.items() <= s["metadata"].get("labels", {}).items()
+        ]
+        assert chosen, monitor["metadata"]["name"]
+        scraped.update(chosen)
+        (endpoint,) = monitor["spec"]["endpoints"]
+        assert endpoint["port"] == "http" and endpoint["path"] == "/metrics"
+        if "gateway" in chosen:
+            credentials = endpoint["authorization"]["credentials"]
+            secret = _one(docs, "Secret", credentials["name"])
+            assert credentials["key"] in secret["stringData"]
+    assert scraped == set(SERVICES), "each service scraped once (not via index-headless too)"
+
+
+# --- network policy -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Pod:
+    namespace: str
+    labels: dict[str, str] = field(default_factory=dict)
+
+    def __hash__(self) -> int:
+        return hash((self.namespace, tuple(sorted(self.labels.items()))))
+
+
+NAMESPACE_LABELS = {
+    ns: {"kubernetes.io/metadata.name": ns}
+    for ns in (NAMESPACE, "kube-system", "monitoring", "ingress-nginx", "other")
+}
+Target = Pod | str  # a pod, or an IP address outside the cluster
+
+
+def _pod(name: str) -> Pod:
+    return Pod(NAMESPACE, {"app.kubernetes.io/name": name})
+
+
+TRAEFIK = Pod("kube-system", {"app.kubernetes.io/name": "traefik"})
+KUBE_DNS = Pod("kube-system", {"k8s-app": "kube-dns"})
+PROMETHEUS = Pod("monitoring", {"app.kubernetes.io/name": "prometheus"})
+STRANGER = Pod("other", {"app": "anything"})
+
+
+def _selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
+    assert set(selector) <= {"matchLabels"}, "the evaluator knows matchLabels only"
+    return bool(selector.get("matchLabels", {}).items() <= labels.items())
+
+
+def _peer_matches(peer: dict[str, Any], target: Target, own_namespace: str) -> bool:
+    if "ipBlock" in peer:
+        if isinstance(target, Pod):
+            return False
+        address = ipaddress.ip_address(target)
+        block = peer["ipBlock"]
+        if address not in ipaddress.ip_network(block["cidr"]):
+            return False
+        return not any(address in ipaddress.ip_network(e) for e in block.get("except", []))
+    if not isinstance(target, Pod):
+        return False
+    if "namespaceSelector" in peer:
+        if not _selects(peer["namespaceSelector"], NAMESPACE_LABELS[target.namespace]):
+            return False
+    elif target.namespace != own_namespace:
+        return False
+    return _selects(peer.get("podSelector", {}), target.labels)
+
+
+def _allowed(
+    policies: list[Resource], direction: str, subject: Pod, peer: Target, port: int, proto: str
+) -> bool:
+    """Does the policy set let `subject` receive from (Ingress) / send to (Egress) `peer`?"""
+    if subject.namespace != NAMESPACE:
+        return True  # only our namespace has policies
+    key, peers_key = ("ingress", "from") if direction == "Ingress" else ("egress", "to")
+    selecting = [
+        p
+        for p in policies
+        if direction in p["spec"]["policyTypes"]
+        and _selects(p["spec"]["podSelector"], subject.labels)
+    ]
+    if not selecting:
+        return True
+    for policy in selecting:
+        for rule in policy["spec"].get(key, []):
+            peers = rule.get(peers_key)
+            ports = rule.get("ports")
+            peer_ok = peers is None or any(_peer_matches(p, peer, NAMESPACE) for p in peers)
+            port_ok = ports is None or any(
+                p["port"] == port and p.get("protocol", "TCP") == proto for p in ports
+            )
+            if peer_ok and port_ok:
+                return True
+    return False
+
+
+def _connects(
+    policies: list[Resource], source: Target, dest: Target, port: int, proto: str = "TCP"
+) -> bool:
+    out_ok = not isinstance(source, Pod) or _allowed(policies, "Egress", source, dest, port, proto)
+    in_ok = not isinstance(dest, Pod) or _allowed(policies, "Ingress", dest, source, port, proto)
+    return out_ok and in_ok
+
+
+@pytest.fixture(scope="module")
+def policies() -> list[Resource]:
+    return [d for d in _resources() if d["kind"] == "NetworkPolicy"]
+
+
+def test_default_deny_covers_every_pod_both_ways(policies: list[Resource]) -> None:
+    deny = [p for p in policies if p["spec"]["podSelector"] == {}]
+    assert len(deny) == 1
+    assert set(deny[0]["spec"]["policyTypes"]) == {"Ingress", "Egress"}
+    assert "ingress" not in deny[0]["spec"] and "egress" not in deny[0]["spec"]
+
+
+def test_only_the_gateway_reaches_the_internal_services(policies: list[Resource]) -> None:
+    gateway = _pod("gateway")
+    for name in ("converter", "embedder", "index"):
+        port = SERVICES[name]
+        assert _connects(policies, gateway, _pod(name), port), name
+        assert not _connects(policies, gateway, _pod(name), port + 100), "other ports stay shut"
+        for other in set(SERVICES) - {name, "gateway"}:
+            assert not _connects(policies, _pod(other), _pod(name), port), (other, name)
+        assert not _connects(policies, STRANGER, _pod(name), port)
+        assert not _connects(policies, TRAEFIK, _pod(name), port)
+
+
+def test_prometheus_scrapes_every_service(policies: list[Resource]) -> None:
+    for name, port in SERVICES.items():
+        assert _connects(policies, PROMETHEUS, _pod(name), port), name
+
+
+def test_the_ingress_controller_reaches_the_gateway(policies: list[Resource]) -> None:
+    assert _connects(policies, TRAEFIK, _pod("gateway"), 8000)
+    assert not _connects(policies, STRANGER, _pod("gateway"), 8000)
+
+
+def test_egress_internet_for_the_gateway_only_and_never_private(policies: list[Resource]) -> None:
+    public, private = (
+        ("93.184.216.34", "2606:4700::1111"),
+        (
+            "10.43.0.1",  # k3s service network
+            "10.42.0.7",  # k3s pod network
+            "169.254.169.254",  # cloud metadata
+            "192.168.1.1",
+            "172.17.0.1",
+            "127.0.0.1",
+            "100.64.0.1",
+            "fd00::1",
+        ),
+    )
+    for address in public:
+        assert _connects(policies, _pod("gateway"), address, 443), address
+    for address in private:
+        assert not _connects(policies, _pod("gateway"), address, 443), address
+    for name in ("converter", "embedder", "index"):
+        for address in (*public, *private):
+            assert not _connects(policies, _pod(name), address, 443), (name, address)
+
+
+def test_dns_only_where_needed(policies: list[Resource]) -> None:
+    assert _connects(policies, _pod("gateway"), KUBE_DNS, 53, "UDP")
+    assert _connects(policies, _pod("gateway"), KUBE_DNS, 53, "TCP")
+    for name in ("converter", "embedder", "index"):
+        assert not _connects(policies, _pod(name), KUBE_DNS, 53, "UDP"), name
