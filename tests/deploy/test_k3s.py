@@ -27,6 +27,7 @@ from services.embedder.settings import EmbedderSettings
 from services.gateway.app import check_exposure
 from services.gateway.settings import GatewaySettings
 from services.index.settings import IndexSettings
+from tests.conftest import REPO
 from tests.deploy.conftest import K3S, load_all, run
 
 Resource = dict[str, Any]
@@ -114,22 +115,22 @@ def _kustomize_minor(kubectl: str) -> int:
     return int(re.sub(r"\D", "", json.loads(result.stdout)["clientVersion"]["minor"]) or 0)
 
 
-def test_tokens_overlay_from_the_docs_replaces_the_secret(kubectl: str, tmp_path: Path) -> None:
-    """docs/deploy.md's way of setting the tokens: an overlay with a secretGenerator."""
+def _docs_overlay(target: Path) -> None:
+    """Write the overlay that docs/deploy.md shows (its `# my-overlay/<file>` code blocks)."""
+    text = (REPO / "docs" / "deploy.md").read_text()
+    blocks = re.findall(r"```yaml\n# my-overlay/([\w.]+)[^\n]*\n(.*?)```", text, re.DOTALL)
+    assert {name for name, _ in blocks} == {"kustomization.yaml", "host.yaml"}
+    for name, body in blocks:
+        body = body.replace("../deploy/k3s", os.path.relpath(K3S, target))
+        (target / name).write_text(body)
+    (target / "auth.env").write_text("AUTH_TOKEN=full-secret\nREAD_ONLY_TOKEN=ro-secret\n")
+
+
+def test_the_overlay_in_the_docs_sets_tokens_and_host(kubectl: str, tmp_path: Path) -> None:
     if _kustomize_minor(kubectl) < 21:
         pytest.skip("this kubectl's kustomize (v2) predates directory resources in overlays")
-    overlay = tmp_path / "overlay"
-    overlay.mkdir()
-    (overlay / "auth.env").write_text("AUTH_TOKEN=full-secret\nREAD_ONLY_TOKEN=ro-secret\n")
-    relative = os.path.relpath(K3S, overlay)
-    (overlay / "kustomization.yaml").write_text(
-        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n"
-        f"resources: [{relative}]\n"
-        "secretGenerator:\n"
-        "  - name: mcpvectordb-auth\n    namespace: mcpvectordb\n    behavior: replace\n"
-        "    envs: [auth.env]\n"
-    )
-    result = run([kubectl, "kustomize", str(overlay)])
+    _docs_overlay(tmp_path)
+    result = run([kubectl, "kustomize", str(tmp_path)])
     assert result.returncode == 0, result.stderr
     docs = [d for d in yaml.safe_load_all(result.stdout) if d]
     secrets = [d for d in docs if d["kind"] == "Secret"]
@@ -139,6 +140,11 @@ def test_tokens_overlay_from_the_docs_replaces_the_secret(kubectl: str, tmp_path
     env = gateway["spec"]["template"]["spec"]["containers"][0]["env"]
     refs = {e["valueFrom"]["secretKeyRef"]["name"] for e in env if "valueFrom" in e}
     assert refs == {secrets[0]["metadata"]["name"]}
+    config = _one(docs, "ConfigMap", "mcpvectordb-config")["data"]
+    ingress = _one(docs, "Ingress", "gateway")["spec"]
+    assert config["ALLOWED_HOSTS"] == ingress["rules"][0]["host"] == "mcp.mydomain.org"
+    assert ingress["tls"][0]["hosts"] == ["mcp.mydomain.org"]
+    assert config["EMBED_BATCH_SIZE"]  # the patch merged into the ConfigMap, not replaced it
 
 
 # --- workloads ----------------------------------------------------------------------------------
