@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed-stamp
 .PHONY: help install fmt lint typecheck test test-unit test-integration test-e2e up down status logs bench bench-quality bench-perf bench-load clean
 
 help: ## List the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
+	@grep -hE '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -33,7 +33,7 @@ lint: install ## Lint (ruff format --check + ruff check)
 typecheck: install ## mypy --strict on libs/ and services/
 	$(VENV)/bin/mypy
 
-test: install ## Lint, typecheck and run every test tier (unit, integration, e2e)
+test: install deploy-tools ## Lint, typecheck and run every test tier (unit, integration, e2e, deploy)
 	$(MAKE) --no-print-directory lint
 	$(MAKE) --no-print-directory typecheck
 	$(VENV)/bin/python -m pytest -q -p no:cacheprovider
@@ -63,3 +63,5 @@ bench-quality: install ## Retrieval quality on a BEIR set (DATASET=path, default
 
 clean: down ## Remove the environment and local data
 	rm -rf $(VENV) var
+
+include deploy/deploy.mk
