@@ -1,0 +1,106 @@
+"""The embedder with the real bundled model: golden vectors, batching across concurrent
+requests, and its HTTP API through the typed client."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+
+from libs.clients import EmbedderClient
+from libs.errors import InvalidInputError
+from services.embedder.app import create_app
+from services.embedder.core import EmbedderCore
+from services.embedder.settings import EmbedderSettings
+
+# all-MiniLM-L6-v2 (int8 ONNX) on "hello world": the first six dimensions. The float model
+# gives [-0.0345, 0.0310, 0.0067, 0.0261, -0.0394, -0.1603]; int8 stays within 0.01.
+GOLDEN_HELLO = [-0.0348, 0.0301, 0.013, 0.0254, -0.0375, -0.1587]
+
+
+@pytest.fixture(scope="module")
+def settings(tmp_path_factory: pytest.TempPathFactory) -> EmbedderSettings:
+    return EmbedderSettings(_env_file=None, var_dir=tmp_path_factory.mktemp("embedder"))
+
+
+@pytest.fixture
+async def core(settings: EmbedderSettings) -> AsyncIterator[EmbedderCore]:
+    embedder = EmbedderCore(settings)
+    yield embedder
+    await embedder.aclose()
+
+
+async def test_golden_vector_and_similarity(core: EmbedderCore) -> None:
+    vectors = await core.embed(
+        [
+            "hello world",
+            "A man is eating food.",
+            "A man is eating a piece of bread.",
+            "The girl is carrying a baby.",
+        ],
+        "document",
+    )
+    assert vectors.shape == (4, 384) and vectors.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-4)
+    np.testing.assert_allclose(vectors[0][:6], GOLDEN_HELLO, atol=2e-3)
+    assert vectors[1] @ vectors[2] > 0.7
+    assert vectors[1] @ vectors[3] < 0.1
+
+
+async def test_concurrent_requests_get_their_own_rows(core: EmbedderCore) -> None:
+    texts = [f"sentence number {i} about {'cats' if i % 2 else 'rivers'}" for i in range(40)]
+    alone = await core.embed(texts, "document")
+    parts = await asyncio.gather(
+        *(core.embed(texts[i : i + 3], "document") for i in range(0, 40, 3)),
+        core.embed(["a query"], "query"),
+    )
+    together = np.concatenate(parts[:-1])
+    np.testing.assert_allclose(together, alone, atol=1e-5)
+    assert parts[-1].shape == (1, 384)
+
+
+async def test_long_text_is_cut_at_the_models_limit(core: EmbedderCore) -> None:
+    long = " ".join(["word"] * 2000)
+    cut = " ".join(["word"] * 400)
+    a, b = await core.embed([long, cut], "query")
+    np.testing.assert_allclose(a, b, atol=1e-5)
+
+
+async def test_too_many_texts_is_refused(settings: EmbedderSettings) -> None:
+    small = EmbedderCore(settings.model_copy(update={"embed_max_texts": 3}))
+    with pytest.raises(InvalidInputError, match="at most 3"):
+        await small.embed(["x"] * 4, "document")
+    await small.aclose()
+
+
+async def test_http_api_through_the_typed_client(settings: EmbedderSettings) -> None:
+    app = create_app(settings)
+    async with app.router.lifespan_context(app):
+        client = EmbedderClient("http://embedder", transport=httpx.ASGITransport(app=app))
+        info = await client.info()
+        assert (info.name, info.dim, info.max_tokens) == (
+            "sentence-transformers/all-MiniLM-L6-v2",
+            384,
+            256,
+        )
+        vectors = await client.embed(["hello world"], "query")
+        np.testing.assert_allclose(vectors[0][:6], GOLDEN_HELLO, atol=2e-3)
+        empty = await client.embed([], "document")
+        assert empty.shape == (0, 384)
+        with pytest.raises(InvalidInputError, match="kind"):
+            await client.request("POST", "/embed", json={"texts": ["x"], "kind": "other"})
+        ready = await client.ready()
+        assert ready[0] is True
+        await client.aclose()
+
+
+async def test_model_dir_is_assembled_from_the_packages(
+    settings: EmbedderSettings, core: EmbedderCore
+) -> None:
+    assert (await core.info()).dim == 384
+    folder = Path(settings.var_dir) / "models" / "bundled-minilm"
+    assert (folder / "model.onnx").exists() and (folder / "tokenizer.json").exists()
