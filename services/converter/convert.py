@@ -1,0 +1,209 @@
+"""Bytes plus a file name in, Markdown with a title, a file type and page spans out.
+
+PDFs are read page by page with pypdfium2 (`pdf`); everything else goes through one
+MarkItDown instance. Text formats are decoded here first (UTF-8, else charset detection) and
+the charset is handed to markitdown, so a Shift-JIS CSV converts instead of failing a UTF-8
+decode. Slides and sheets keep their numbers as page spans: markitdown marks slides with
+`<!-- Slide number: N -->` and sheets with `## SheetName`.
+
+This module runs inside the worker processes (`worker`); nothing here touches the network or
+the filesystem.
+"""
+
+from __future__ import annotations
+
+import codecs
+import io
+import re
+import unicodedata
+from dataclasses import dataclass
+
+import charset_normalizer
+from markitdown import (
+    FileConversionException,
+    MarkItDown,
+    MissingDependencyException,
+    StreamInfo,
+    UnsupportedFormatException,
+)
+
+from libs.errors import ConversionError, NoTextError
+from services.converter.archive import ArchiveLimits, check_archive, is_zip
+from services.converter.chunk import PageSpan, first_heading, has_text
+from services.converter.formats import Route, base_name, extension_of, route_for
+from services.converter.pdf import extract_pdf, sensible_title
+
+_SLIDE_MARKER = re.compile(r"^<!-- Slide number: (\d+) -->[ \t]*$", re.MULTILINE)
+_SHEET_HEADING = re.compile(r"^## .*$", re.MULTILINE)
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ufffe\uffff]")
+_BOMS = (
+    (codecs.BOM_UTF32_LE, "utf-32"),
+    (codecs.BOM_UTF32_BE, "utf-32"),
+    (codecs.BOM_UTF8, "utf-8-sig"),
+    (codecs.BOM_UTF16_LE, "utf-16"),
+    (codecs.BOM_UTF16_BE, "utf-16"),
+)
+# Titles Word and friends apply as a paragraph style; mapping them to H1 gives the document
+# its title and its chunks a heading path.
+_DOCX_STYLE_MAP = "p[style-name='Title'] => h1:fresh"
+_PAGE_SEPARATOR = "\n\n"
+
+
+@dataclass(frozen=True)
+class Document:
+    markdown: str
+    title: str
+    file_type: str
+    page_count: int
+    pages: list[PageSpan]
+
+
+def normalise_text(text: str) -> str:
+    """One form for every converter's output: LF line endings, no control characters, NFC."""
+    text = text.replace("\r\n", "\n").replace("\r", "\n").lstrip("\ufeff")
+    text = _CONTROL.sub("", text)
+    return unicodedata.normalize("NFC", text).strip()
+
+
+def detect_charset(data: bytes) -> str:
+    """The encoding to read text bytes with: a BOM, else UTF-8, else the detector's guess."""
+    for bom, encoding in _BOMS:
+        if data.startswith(bom):
+            return encoding
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        pass
+    else:
+        return "utf-8"
+    best = charset_normalizer.from_bytes(data).best()
+    if best is not None:
+        return codecs.lookup(best.encoding).name
+    # Every byte decodes in cp1252's superset latin-1; better some mojibake than nothing.
+    return "latin-1"
+
+
+def _file_stem(name: str) -> str:
+    stem, dot, _ = name.rpartition(".")
+    return stem if dot and stem else name
+
+
+class DocumentConverter:
+    """One per worker process: holds the MarkItDown instance, created once."""
+
+    def __init__(self, limits: ArchiveLimits) -> None:
+        self._limits = limits
+        self._markitdown = MarkItDown(enable_plugins=False)
+
+    def convert(self, data: bytes, filename: str) -> Document:
+        name = base_name(filename)
+        route = route_for(name)
+        ext = extension_of(name)
+        file_type = ext.lstrip(".")
+        if route is Route.PDF:
+            document = self._pdf(data, name, file_type)
+        else:
+            if route is Route.ARCHIVE:
+                check_archive(data, name, self._limits, nested=True)
+            elif is_zip(data):
+                check_archive(data, name, self._limits, nested=False)
+            document = self._markitdown_document(data, name, ext, route)
+        if not has_text(document.markdown):
+            raise NoTextError(
+                f"no text could be extracted from '{name}': the {file_type} file converted "
+                "to empty Markdown (it may hold only images or be blank). If it has text, "
+                "extract it elsewhere and index it with ingest_content."
+            )
+        return document
+
+    def _pdf(self, data: bytes, name: str, file_type: str) -> Document:
+        extracted = extract_pdf(data, name)
+        parts: list[str] = []
+        spans: list[PageSpan] = []
+        position = 0
+        for number, text in enumerate(extracted.pages, start=1):
+            if parts:
+                parts.append(_PAGE_SEPARATOR)
+                position += len(_PAGE_SEPARATOR)
+            parts.append(text)
+            spans.append(PageSpan(number, position, position + len(text)))
+            position += len(text)
+        markdown = "".join(parts)
+        title = extracted.title or _file_stem(name)
+        return Document(markdown, title, file_type, len(extracted.pages), spans)
+
+    def _markitdown_document(self, data: bytes, name: str, ext: str, route: Route) -> Document:
+        charset = detect_charset(data) if route is Route.TEXT else None
+        info = StreamInfo(extension=ext, filename=name, charset=charset)
+        extra = {"style_map": _DOCX_STYLE_MAP} if ext == ".docx" else {}
+        try:
+            result = self._markitdown.convert_stream(io.BytesIO(data), stream_info=info, **extra)
+        except MissingDependencyException as exc:
+            raise ConversionError(
+                f"cannot convert '{name}': a converter dependency is missing ({exc}); "
+                "reinstall the service with `make install`"
+            ) from exc
+        except FileConversionException as exc:
+            raise ConversionError(
+                f"could not convert '{name}': {_first_failure(exc)}. The file may be corrupt, "
+                "or not really a "
+                f"{ext} file; check it opens in its usual application"
+            ) from exc
+        except UnsupportedFormatException as exc:
+            raise ConversionError(
+                f"could not convert '{name}': markitdown found no converter that accepts its "
+                f"content as {ext}; check that the file really is a {ext} file"
+            ) from exc
+        except (UnicodeDecodeError, LookupError) as exc:
+            raise ConversionError(
+                f"could not decode the text of '{name}' ({exc}); save it as UTF-8 and retry"
+            ) from exc
+        markdown = normalise_text(result.markdown)
+        pages, page_count = _page_spans(markdown, route)
+        return Document(
+            markdown=markdown,
+            title=self._title(result.title, markdown, name, route),
+            file_type=ext.lstrip("."),
+            page_count=page_count,
+            pages=pages,
+        )
+
+    @staticmethod
+    def _title(found: str | None, markdown: str, name: str, route: Route) -> str:
+        if route is Route.ARCHIVE or route is Route.SHEETS:
+            # The first heading here is a member file's or a sheet's, not the document's.
+            return _file_stem(name)
+        return sensible_title(found or "") or first_heading(markdown) or _file_stem(name)
+
+
+def _first_failure(exc: FileConversionException) -> str:
+    for attempt in exc.attempts or []:
+        if attempt.exc_info is not None:
+            error = attempt.exc_info[1]
+            return f"{type(error).__name__}: {error}"[:300]
+    return str(exc)[:300]
+
+
+def _page_spans(markdown: str, route: Route) -> tuple[list[PageSpan], int]:
+    """Page spans for slides and sheets; one page-0 span for everything else."""
+    whole = [PageSpan(0, 0, len(markdown))]
+    if route is Route.SLIDES:
+        markers = list(_SLIDE_MARKER.finditer(markdown))
+        if not markers:
+            return whole, 0
+        spans = [PageSpan(0, 0, markers[0].start())] if markers[0].start() else []
+        for k, marker in enumerate(markers):
+            end = markers[k + 1].start() if k + 1 < len(markers) else len(markdown)
+            # The marker comment itself is left out of every chunk.
+            spans.append(PageSpan(int(marker.group(1)), marker.end(), end))
+        return spans, len(markers)
+    if route is Route.SHEETS:
+        headings = list(_SHEET_HEADING.finditer(markdown))
+        if not headings:
+            return whole, 0
+        spans = [PageSpan(0, 0, headings[0].start())] if headings[0].start() else []
+        for k, heading in enumerate(headings):
+            end = headings[k + 1].start() if k + 1 < len(headings) else len(markdown)
+            spans.append(PageSpan(k + 1, heading.start(), end))
+        return spans, len(headings)
+    return whole, 0
