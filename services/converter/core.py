@@ -1,0 +1,141 @@
+"""The converter service core: `Converter` implements `libs.ports.ConverterPort` in-process.
+
+The HTTP app (`app`) is a thin adapter over it, and the stdio server and the CLI use it
+directly when no cluster is configured. Cheap checks (file type, size) happen here, in the
+caller's process; the conversion and chunking themselves run in the worker pool under the
+`convert_timeout_s` limit.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from types import TracebackType
+
+from prometheus_client import Counter, Histogram
+
+from libs.contracts import ChunkRequest, ConvertResult
+from libs.errors import MvdbError, TooLargeError
+from services.converter.archive import ArchiveLimits
+from services.converter.formats import ROUTES, base_name, extension_of, route_for
+from services.converter.settings import ConverterSettings
+from services.converter.worker import ChunkJob, ConvertJob, WorkerOptions, WorkerPool
+
+log = logging.getLogger(__name__)
+
+CONVERSIONS = Counter(
+    "mvdb_converter_jobs_total",
+    "Conversion and chunking jobs, by file type and outcome (error code or ok)",
+    ["file_type", "outcome"],
+)
+JOB_SECONDS = Histogram(
+    "mvdb_converter_job_seconds",
+    "Time to convert or chunk one input, worker time included",
+    ["operation"],
+    buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300),
+)
+
+
+def too_large(limit: int) -> TooLargeError:
+    return TooLargeError(
+        f"the input is larger than the converter's limit of {limit} bytes "
+        "(MAX_CONVERT_BYTES); split it into smaller files or raise the limit"
+    )
+
+
+class Converter:
+    """Bytes plus a file name in, `ConvertResult` (Markdown, title, type, pages, chunks) out.
+
+    Worker processes start on `start()` or on first use and live until `aclose()`; use it as
+    an async context manager to get both.
+    """
+
+    def __init__(self, settings: ConverterSettings) -> None:
+        self.settings = settings
+        options = WorkerOptions(
+            max_tokens=settings.chunk_max_tokens,
+            overlap_tokens=settings.chunk_overlap_tokens,
+            archive=ArchiveLimits(
+                max_entries=settings.archive_max_entries,
+                max_uncompressed_bytes=settings.archive_max_uncompressed_bytes,
+                max_depth=settings.archive_max_depth,
+            ),
+        )
+        self._pool = WorkerPool(
+            options,
+            size=settings.converter_workers,
+            start_timeout_s=settings.converter_worker_start_timeout_s,
+            max_jobs=settings.converter_max_tasks_per_worker,
+        )
+
+    async def start(self) -> None:
+        """Launch the worker processes now rather than on the first request."""
+        self._pool.start()
+
+    async def __aenter__(self) -> Converter:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._pool.aclose()
+
+    async def ready(self) -> tuple[bool, str]:
+        self._pool.start()
+        return self._pool.status()
+
+    async def convert(self, data: bytes, filename: str) -> ConvertResult:
+        name = base_name(filename)
+        ext = extension_of(name)
+        file_type = ext.lstrip(".") if ext in ROUTES else "unsupported"
+        started = time.perf_counter()
+        try:
+            route_for(name)
+            if len(data) > self.settings.max_convert_bytes:
+                raise too_large(self.settings.max_convert_bytes)
+            result = await self._pool.run(
+                ConvertJob(data=data, filename=name),
+                self.settings.convert_timeout_s,
+                f"converting '{name}'",
+            )
+        except MvdbError as exc:
+            CONVERSIONS.labels(file_type, exc.error_code).inc()
+            raise
+        CONVERSIONS.labels(file_type, "ok").inc()
+        JOB_SECONDS.labels("convert").observe(time.perf_counter() - started)
+        log.info(
+            "converted",
+            extra={
+                "fields": {
+                    "file_type": result.file_type,
+                    "bytes": len(data),
+                    "pages": result.page_count,
+                    "chunks": len(result.chunks),
+                    "seconds": round(time.perf_counter() - started, 3),
+                }
+            },
+        )
+        return result
+
+    async def chunk(self, request: ChunkRequest) -> ConvertResult:
+        started = time.perf_counter()
+        try:
+            size = len(request.markdown.encode("utf-8", errors="replace"))
+            if size > self.settings.max_convert_bytes:
+                raise too_large(self.settings.max_convert_bytes)
+            result = await self._pool.run(
+                ChunkJob(request=request), self.settings.convert_timeout_s, "chunking the text"
+            )
+        except MvdbError as exc:
+            CONVERSIONS.labels("markdown", exc.error_code).inc()
+            raise
+        CONVERSIONS.labels("markdown", "ok").inc()
+        JOB_SECONDS.labels("chunk").observe(time.perf_counter() - started)
+        return result
