@@ -11,9 +11,12 @@ import argparse
 import contextlib
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -150,6 +153,92 @@ def status(settings: CommonSettings) -> int:
         print(f"{name:10s} {state:20s} pid={pid or '-':<8} {_url(settings, name)} ({detail})")
         code = code or (0 if ready else 1)
     return code
+
+
+# ----------------------------------------------------------- for tests and benchmarks
+
+
+@dataclass(frozen=True)
+class LocalCluster:
+    """A cluster started by `running`: its URLs, environment and var directory."""
+
+    gateway: str
+    converter: str
+    embedder: str
+    index: str
+    env: dict[str, str]
+    var_dir: Path
+
+    def pid(self, service: str) -> int | None:
+        try:
+            return int((self.var_dir / "run" / f"{service}.pid").read_text().strip())
+        except (OSError, ValueError):
+            return None
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def local_env(var_dir: Path, **extra: str) -> dict[str, str]:
+    """Environment for a private cluster: free loopback ports, its own var dir and store."""
+    ports = {name: _free_port() for name in SERVICES}
+    env = dict(os.environ)
+    env.update(
+        {
+            "VAR_DIR": str(var_dir),
+            "LANCEDB_URI": str(var_dir / "lancedb"),
+            "BIND_HOST": "127.0.0.1",
+            "HF_HUB_OFFLINE": "1",
+            **{f"{name.upper()}_PORT": str(port) for name, port in ports.items()},
+            **{
+                f"{name.upper()}_URL": f"http://127.0.0.1:{port}"
+                for name, port in ports.items()
+                if name != "gateway"
+            },
+        }
+    )
+    env.update(extra)
+    return env
+
+
+@contextlib.contextmanager
+def running(env: dict[str, str], wait_s: float = 240) -> Iterator[LocalCluster]:
+    """Start the four services with `env` (see `local_env`), yield, then stop them."""
+    var_dir = Path(env["VAR_DIR"])
+    repo = Path(__file__).resolve().parents[1]
+    command = [sys.executable, "-m", "services.cluster"]
+    try:
+        started = subprocess.run(
+            [*command, "up", "--wait", str(wait_s)],
+            cwd=repo,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=wait_s + 60,
+        )
+        if started.returncode != 0:
+            logs = "\n".join(
+                f"--- {p.name}\n{p.read_text(errors='replace')[-3000:]}"
+                for p in sorted((var_dir / "log").glob("*.log"))
+            )
+            raise RuntimeError(
+                f"cluster did not start:\n{started.stdout}\n{started.stderr}\n{logs}"
+            )
+        yield LocalCluster(
+            gateway=f"http://127.0.0.1:{env['GATEWAY_PORT']}",
+            converter=env["CONVERTER_URL"],
+            embedder=env["EMBEDDER_URL"],
+            index=env["INDEX_URL"],
+            env=env,
+            var_dir=var_dir,
+        )
+    finally:
+        subprocess.run(
+            [*command, "down"], cwd=repo, env=env, capture_output=True, timeout=120, check=False
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
