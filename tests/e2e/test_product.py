@@ -170,7 +170,9 @@ def test_scanned_pdf_says_no_text_and_suggests_ingest_content(cluster: Cluster) 
     assert "chunking failed" not in result["error"].lower()
 
 
-def test_dedup_replace_list_libraries_and_delete(cluster: Cluster) -> None:
+def test_dedup_replace_list_libraries_and_delete(
+    cluster: Cluster, ingested: dict[str, dict[str, Any]]
+) -> None:
     async def go() -> None:
         async with sse_tools(cluster.gateway + "/sse") as tools:
             first = await tools.call(
