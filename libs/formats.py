@@ -14,7 +14,7 @@ SPEC_EXTENSIONS = (
     ".md", ".csv", ".json", ".xml", ".jpg", ".jpeg", ".png", ".gif", ".bmp", ".webp",
     ".mp3", ".wav", ".ogg", ".m4a", ".zip",
 )  # fmt: skip
-EXTRA_EXTENSIONS = (".epub", ".ipynb", ".markdown")
+EXTRA_EXTENSIONS = (".epub", ".ipynb")
 IMAGE_EXTENSIONS = frozenset({".jpg", ".jpeg", ".png", ".gif", ".bmp", ".webp"})
 AUDIO_EXTENSIONS = frozenset({".mp3", ".wav", ".ogg", ".m4a"})
 LEGACY_OFFICE = frozenset({".doc", ".ppt"})
