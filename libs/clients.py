@@ -91,8 +91,13 @@ class IndexClient(ServiceClient):
         payload = await self.request("DELETE", f"/documents/{quote(doc_id, safe='')}")
         return DeleteResult.model_validate(payload)
 
-    async def get(self, doc_id: str) -> GetDocumentResult:
-        payload = await self.request("GET", f"/documents/{quote(doc_id, safe='')}")
+    async def get(
+        self, doc_id: str, chunk_index: int | None = None, context: int = 0
+    ) -> GetDocumentResult:
+        params: dict[str, int] = {}
+        if chunk_index is not None:
+            params = {"chunk_index": chunk_index, "context": context}
+        payload = await self.request("GET", f"/documents/{quote(doc_id, safe='')}", params=params)
         return GetDocumentResult.model_validate(payload)
 
     async def info(self) -> IndexInfo:

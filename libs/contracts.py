@@ -12,6 +12,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from libs.filters import parse_filter
+
 DEFAULT_LIBRARY = "default"
 
 IngestStatus = Literal["indexed", "replaced", "skipped"]
@@ -82,11 +84,38 @@ class IngestFolderInput(_LibraryInput):
     max_concurrency: int = Field(default=4, ge=1, le=64)
 
 
+MAX_TOKENS_LIMIT = 100_000
+MAX_CONTEXT_CHUNKS = 20
+
+# Search options shared by the tool input and the index request, so both accept the same.
+MaxTokens = Annotated[
+    int | None,
+    Field(
+        ge=1,
+        le=MAX_TOKENS_LIMIT,
+        description="Token budget for the results' content; the best results that fit, in order",
+    ),
+]
+MaxPerDocument = Annotated[
+    int | None,
+    Field(ge=1, le=100, description="At most this many chunks per document"),
+]
+
+
 class SearchInput(_Model):
     query: str = Field(min_length=1, max_length=10_000)
     top_k: int = Field(default=5, ge=1, le=100)
     library: str | None = None
     filter: dict[str, Any] | None = None
+    max_tokens: MaxTokens = None
+    max_per_document: MaxPerDocument = None
+
+    @field_validator("filter")
+    @classmethod
+    def _filter(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        # Refused here, before the query is embedded; the index checks again (same rules).
+        parse_filter(value)
+        return value
 
     @field_validator("query")
     @classmethod
@@ -114,6 +143,18 @@ class ListDocumentsInput(_Model):
 
 class DocIdInput(_Model):
     doc_id: str = Field(min_length=1, max_length=64)
+
+
+class GetDocumentInput(DocIdInput):
+    chunk_index: int | None = Field(
+        default=None, ge=0, description="Return this chunk and its neighbours (a window)"
+    )
+    context: int = Field(
+        default=0,
+        ge=0,
+        le=MAX_CONTEXT_CHUNKS,
+        description="Neighbouring chunks on each side of chunk_index",
+    )
 
 
 class ServerInfoInput(_Model):
@@ -150,10 +191,13 @@ class SearchHit(_Out):
     metadata: dict[str, Any] = Field(default_factory=dict)
     score: float = 0.0
     headings: list[str] = Field(default_factory=list)
+    token_count: int = 0
 
 
 class SearchResult(_Out):
     results: list[SearchHit]
+    truncated: bool = False
+    total_tokens: int = 0
 
 
 class DocumentInfo(_Out):
@@ -191,7 +235,17 @@ class DeleteResult(_Out):
     deleted_chunks: int
 
 
+class DocumentChunk(_Out):
+    chunk_index: int
+    content: str
+    page: int = 0
+    headings: list[str] = Field(default_factory=list)
+
+
 class GetDocumentResult(_Out):
+    """`content` is the whole Markdown, or with `chunk_index` only the window's Markdown;
+    `chunks` is the window (null without `chunk_index`)."""
+
     doc_id: str
     source: str
     title: str
@@ -201,6 +255,7 @@ class GetDocumentResult(_Out):
     metadata: dict[str, Any] = Field(default_factory=dict)
     file_type: str = ""
     created_at: str = ""
+    chunks: list[DocumentChunk] | None = None
 
 
 class PathCheck(_Out):
@@ -332,6 +387,8 @@ class IndexSearchRequest(_Model):
     library: str | None = None
     filter: dict[str, Any] | None = None
     mode: SearchMode = "hybrid"
+    max_tokens: MaxTokens = None
+    max_per_document: MaxPerDocument = None
 
 
 class IndexInfo(_Out):

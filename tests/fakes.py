@@ -18,6 +18,7 @@ from libs.contracts import (
     ChunkRequest,
     ConvertResult,
     DeleteResult,
+    DocumentChunk,
     DocumentInfo,
     EmbedKind,
     GetDocumentResult,
@@ -178,10 +179,22 @@ class FakeIndex:
         info, _, _ = self.docs.pop(doc_id)
         return DeleteResult(doc_id=doc_id, deleted_chunks=info.chunk_count)
 
-    async def get(self, doc_id: str) -> GetDocumentResult:
+    async def get(
+        self, doc_id: str, chunk_index: int | None = None, context: int = 0
+    ) -> GetDocumentResult:
         if doc_id not in self.docs:
             raise NotFoundError(f"no document with doc_id {doc_id}")
-        info, markdown, _ = self.docs[doc_id]
+        info, markdown, chunks = self.docs[doc_id]
+        window = None
+        if chunk_index is not None:
+            if not 0 <= chunk_index < len(chunks):
+                raise NotFoundError(f"no chunk {chunk_index} in {doc_id}")
+            window = [
+                DocumentChunk(chunk_index=c.chunk_index, content=c.text, page=c.page)
+                for c in chunks
+                if abs(c.chunk_index - chunk_index) <= context
+            ]
+            markdown = "\n\n".join(c.content for c in window)
         return GetDocumentResult(
             doc_id=doc_id,
             source=info.source,
@@ -190,6 +203,7 @@ class FakeIndex:
             content=markdown,
             chunk_count=info.chunk_count,
             metadata=info.metadata,
+            chunks=window,
         )
 
     async def info(self) -> IndexInfo:

@@ -9,6 +9,7 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Query, Request
 
 from libs.contracts import (
+    MAX_CONTEXT_CHUNKS,
     DeleteResult,
     GetDocumentResult,
     IndexInfo,
@@ -74,8 +75,13 @@ async def delete_document(core: Core, doc_id: str) -> DeleteResult:
 
 
 @router.get("/documents/{doc_id}")
-async def get_document(core: Core, doc_id: str) -> GetDocumentResult:
-    return await core.get(doc_id)
+async def get_document(
+    core: Core,
+    doc_id: str,
+    chunk_index: Annotated[int | None, Query(ge=0)] = None,
+    context: Annotated[int, Query(ge=0, le=MAX_CONTEXT_CHUNKS)] = 0,
+) -> GetDocumentResult:
+    return await core.get(doc_id, chunk_index, context)
 
 
 @router.get("/info")

@@ -17,6 +17,7 @@ from typing import TypeVar
 import anyio.to_thread
 
 from libs.contracts import (
+    MAX_CONTEXT_CHUNKS,
     DeleteResult,
     GetDocumentResult,
     IndexInfo,
@@ -164,8 +165,16 @@ class IndexCore:
         self._wrote()
         return result
 
-    async def get(self, doc_id: str) -> GetDocumentResult:
-        return await self._run(lambda store: store.get(doc_id))
+    async def get(
+        self, doc_id: str, chunk_index: int | None = None, context: int = 0
+    ) -> GetDocumentResult:
+        if chunk_index is not None and chunk_index < 0:
+            raise InvalidInputError(f"chunk_index must be 0 or more, got {chunk_index}")
+        if not 0 <= context <= MAX_CONTEXT_CHUNKS:
+            raise InvalidInputError(
+                f"context must be between 0 and {MAX_CONTEXT_CHUNKS}, got {context}"
+            )
+        return await self._run(lambda store: store.get(doc_id, chunk_index, context))
 
     async def info(self) -> IndexInfo:
         return await self._run(lambda store: store.info())

@@ -1,7 +1,8 @@
 """The index service's errors: subclasses of the shared tree that carry their own wording.
 
     libs.errors.NotFoundError        404 not_found
-    └── DocumentNotFound
+    ├── DocumentNotFound
+    └── ChunkNotFound
     libs.errors.ModelMismatchError   409 model_mismatch
     └── StoreModelMismatch
     libs.errors.StoreError           500 store_error
@@ -23,6 +24,16 @@ class DocumentNotFound(NotFoundError):
             "list_documents shows the doc_ids that exist"
         )
         self.doc_id = doc_id
+
+
+class ChunkNotFound(NotFoundError):
+    def __init__(self, doc_id: str, chunk_index: int, first: int, last: int) -> None:
+        valid = f"chunk_index {first}..{last}" if last >= first else "no chunks"
+        super().__init__(
+            f"document {doc_id!r} has no chunk with chunk_index {chunk_index}; it has {valid}"
+        )
+        self.doc_id = doc_id
+        self.chunk_index = chunk_index
 
 
 class StoreModelMismatch(ModelMismatchError):

@@ -5,7 +5,11 @@ Tables
 - `documents`: one row per document version, `state` 'pending' (being written, invisible to
   list/get/lookup) or 'live'. Holds the Markdown exactly as converted.
 - `chunks`: the searchable pieces with their vectors, full-text indexed on `content`; each row
-  repeats the document fields that search results and filters need, so a search never joins.
+  repeats the document fields that search results and filters need, so a search never joins:
+  besides the metadata as JSON text, `meta_json` and `meta_list` hold it in the shapes that
+  metadata filters read (see `services.index.filters`), and `token_count` the chunk's length
+  in model tokens. A chunks table from before those columns gets them on open
+  (`_upgrade_chunks`).
 - `meta`: the embedding model and dimension the store was built with.
 
 Atomic replace of the document at (library, source), writes serialised by one lock:
@@ -45,6 +49,7 @@ from lancedb.table import Table
 
 from libs.contracts import (
     DeleteResult,
+    DocumentChunk,
     DocumentInfo,
     GetDocumentResult,
     IndexInfo,
@@ -59,9 +64,22 @@ from libs.contracts import (
 )
 from libs.errors import InvalidInputError, MvdbError
 from libs.vectors import Matrix, decode
-from services.index.errors import DocumentNotFound, StoreModelMismatch, WriteFailed
-from services.index.filters import compile_filter, equals, quote
+from services.index.errors import (
+    ChunkNotFound,
+    DocumentNotFound,
+    StoreModelMismatch,
+    WriteFailed,
+)
+from services.index.filters import (
+    META_JSON,
+    META_LIST,
+    compile_filter,
+    equals,
+    metadata_columns,
+    quote,
+)
 from services.index.settings import IndexSettings
+from services.index.tokens import TokenCounter
 
 log = logging.getLogger(__name__)
 
@@ -130,7 +148,10 @@ HIT_COLUMNS = [
     "chunk_index",
     "metadata",
     "headings",
+    "token_count",
 ]
+
+WINDOW_COLUMNS = ["chunk_index", "content", "page", "headings"]
 
 FTS_CONFIG = FTS(
     with_position=False,
@@ -145,6 +166,20 @@ FTS_CONFIG = FTS(
 # A hybrid search retries this often when a write lands between its two legs, then waits
 # for the write lock (writes take tens of milliseconds, so this is rare and short).
 _READ_ATTEMPTS = 3
+
+# With max_per_document, a search whose candidates hold too few documents asks each leg for
+# this many times more, up to _MAX_CANDIDATES, before it returns fewer than top_k results.
+_DEEPEN_FACTOR = 4
+_MAX_CANDIDATES = 1000
+
+# Columns added after the first release, last in the schema: `add_columns` appends, so new
+# and upgraded tables keep one column order. `token_count` is NULL in upgraded rows (counted
+# when a search returns them); `meta_json` NULL marks a row `_upgrade_chunks` has not filled.
+ADDED_CHUNK_FIELDS = [
+    pa.field("token_count", pa.int32()),
+    pa.field(META_JSON, pa.json_(pa.utf8())),
+    pa.field(META_LIST, pa.list_(pa.string())),
+]
 
 
 def chunks_schema(dim: int) -> pa.Schema:
@@ -163,6 +198,7 @@ def chunks_schema(dim: int) -> pa.Schema:
             ("headings", pa.list_(pa.string())),
             ("metadata", pa.string()),
             ("vector", pa.list_(pa.float32(), dim)),
+            *ADDED_CHUNK_FIELDS,
         ]
     )
 
@@ -194,6 +230,53 @@ def _load_metadata(text: str | None) -> dict[str, Any]:
         return {}
     value = json.loads(text)
     return value if isinstance(value, dict) else {}
+
+
+def _cap_per_document(
+    ranked: list[tuple[dict[str, Any], float]], top_k: int, per_document: int | None
+) -> list[tuple[dict[str, Any], float]]:
+    """The first `top_k` of `ranked`, skipping a document's chunks past `per_document`."""
+    if per_document is None:
+        return ranked[:top_k]
+    taken: dict[str, int] = {}
+    picked = []
+    for row, score in ranked:
+        doc_id = row["doc_id"]
+        if taken.get(doc_id, 0) < per_document:
+            taken[doc_id] = taken.get(doc_id, 0) + 1
+            picked.append((row, score))
+            if len(picked) == top_k:
+                break
+    return picked
+
+
+def _within_budget(hits: list[SearchHit], max_tokens: int | None) -> SearchResult:
+    """The leading hits whose token counts add up to at most `max_tokens` (all without it)."""
+    total = 0
+    for kept, hit in enumerate(hits):
+        if max_tokens is not None and total + hit.token_count > max_tokens:
+            return SearchResult(results=hits[:kept], truncated=True, total_tokens=total)
+        total += hit.token_count
+    return SearchResult(results=hits, truncated=False, total_tokens=total)
+
+
+def _window_markdown(markdown: str, texts: list[str]) -> str:
+    """The span of `markdown` from the first of `texts` to the end of the last.
+
+    Chunks are slices of the converted Markdown, so the span is exact and shows overlapping
+    chunks once. Where a text is not found in order, or the span would be far longer than
+    the chunks (the first text also occurs earlier), the texts joined by blank lines.
+    """
+    start = position = markdown.find(texts[0]) if texts else -1
+    end = start
+    for text in texts:
+        if position < 0:
+            break
+        position = markdown.find(text, position)
+        end = max(end, position + len(text))
+    if start >= 0 and position >= 0 and end - start <= 2 * sum(map(len, texts)) + 200:
+        return markdown[start:end]
+    return "\n\n".join(texts)
 
 
 @dataclass(frozen=True)
@@ -237,6 +320,7 @@ class IndexStore:
         self._unpublished: set[str] = set()
         self._writes_since_optimize = 0
         self._dirty_since: float | None = None
+        self._tokens = TokenCounter()
         self._open_tables()
         self.reconcile()
 
@@ -252,8 +336,10 @@ class IndexStore:
             if self._documents is None and DOCUMENTS in names:
                 self._documents = self._db.open_table(DOCUMENTS)
             if self._chunks is None and CHUNKS in names:
-                self._chunks = self._db.open_table(CHUNKS)
-                self._ensure_chunk_indexes(self._chunks)
+                chunks = self._db.open_table(CHUNKS)
+                self._upgrade_chunks(chunks)
+                self._ensure_chunk_indexes(chunks)
+                self._chunks = chunks
 
     def _tables(self) -> tuple[Table | None, Table | None]:
         """The table handles, retrying the open now and then while the store is empty, so
@@ -270,6 +356,44 @@ class IndexStore:
         if "model" not in rows or "dim" not in rows:
             return None
         return ModelStamp(model=str(rows["model"]), dim=int(rows["dim"]))
+
+    @staticmethod
+    def _upgrade_chunks(chunks: Table) -> None:
+        """Give a chunks table from an older release the columns this one reads.
+
+        Two commits, each safe to interrupt: adding the columns (NULL in old rows), then one
+        merge that fills the metadata columns of every row still NULL, derived from the
+        `metadata` text those rows carry. Run again on the next open, it finishes whatever a
+        crash left. Costs one pass over `chunk_id` and `metadata`, only while rows are unfilled.
+        """
+        names = set(chunks.schema.names)
+        missing = [field for field in ADDED_CHUNK_FIELDS if field.name not in names]
+        if missing:
+            chunks.add_columns(missing)
+        unfilled = (
+            chunks.search()
+            .where(f"{META_JSON} IS NULL")
+            .select(["chunk_id", "metadata"])
+            .limit(None)
+            .to_arrow()
+        )
+        if not unfilled.num_rows:
+            return
+        derived = [
+            metadata_columns(_load_metadata(text)) for text in unfilled["metadata"].to_pylist()
+        ]
+        update = pa.table(
+            {
+                "chunk_id": unfilled["chunk_id"],
+                META_JSON: pa.array([d[0] for d in derived], type=pa.json_(pa.utf8())),
+                META_LIST: pa.array([d[1] for d in derived], type=pa.list_(pa.string())),
+            }
+        )
+        chunks.merge_insert("chunk_id").when_matched_update_all().execute(update)
+        log.warning(
+            "added the metadata filter columns to an older chunks table",
+            extra={"fields": {"rows": unfilled.num_rows}},
+        )
 
     @staticmethod
     def _ensure_chunk_indexes(chunks: Table) -> None:
@@ -369,8 +493,12 @@ class IndexStore:
             last_modified=row["last_modified"],
         )
 
-    def get(self, doc_id: str) -> GetDocumentResult:
-        documents, _ = self._tables()
+    def get(
+        self, doc_id: str, chunk_index: int | None = None, context: int = 0
+    ) -> GetDocumentResult:
+        """The document; with `chunk_index`, only the window of that chunk and `context`
+        neighbours on each side (by chunk_index), its Markdown in `content`."""
+        documents, chunks = self._tables()
         if documents is None:
             raise DocumentNotFound(doc_id)
         rows = (
@@ -384,7 +512,7 @@ class IndexStore:
         if not rows:
             raise DocumentNotFound(doc_id)
         row = rows[0]
-        return GetDocumentResult(
+        result = GetDocumentResult(
             doc_id=row["doc_id"],
             source=row["source"],
             title=row["title"],
@@ -395,6 +523,48 @@ class IndexStore:
             file_type=row["file_type"],
             created_at=row["created_at"],
         )
+        if chunk_index is None:
+            return result
+        window = self._window(chunks, doc_id, chunk_index, context)
+        result.content = _window_markdown(row["markdown"], [c.content for c in window])
+        result.chunks = window
+        return result
+
+    @staticmethod
+    def _window(
+        chunks: Table | None, doc_id: str, chunk_index: int, context: int
+    ) -> list[DocumentChunk]:
+        # A doc_id names one version, whose chunks never change: no version check needed.
+        owned = equals("doc_id", doc_id)
+        first, last = max(0, chunk_index - context), chunk_index + context
+        rows: list[dict[str, Any]] = []
+        if chunks is not None:
+            rows = (
+                chunks.search()
+                .where(f"{owned} AND chunk_index >= {first} AND chunk_index <= {last}")
+                .select(WINDOW_COLUMNS)
+                .limit(None)
+                .to_arrow()
+                .sort_by("chunk_index")
+                .to_pylist()
+            )
+        if not any(r["chunk_index"] == chunk_index for r in rows):
+            present: list[int] = []
+            if chunks is not None:
+                column = chunks.search().where(owned).select(["chunk_index"]).limit(None)
+                present = column.to_arrow()["chunk_index"].to_pylist()
+            raise ChunkNotFound(
+                doc_id, chunk_index, min(present, default=0), max(present, default=-1)
+            )
+        return [
+            DocumentChunk(
+                chunk_index=r["chunk_index"],
+                content=r["content"],
+                page=r["page"],
+                headings=list(r["headings"] or []),
+            )
+            for r in rows
+        ]
 
     def list_documents(self, library: str | None, limit: int, offset: int) -> ListDocumentsResult:
         documents, _ = self._tables()
@@ -475,23 +645,42 @@ class IndexStore:
         if chunks is None:
             return SearchResult(results=[])
         vector = self._query_vector(request.vector_b64) if mode != "bm25" else None
+        top_k, per_document = request.top_k, request.max_per_document
         depth = max(
             self.settings.index_candidates_min,
-            self.settings.index_candidates_per_result * request.top_k,
+            self.settings.index_candidates_per_result * top_k,
         )
 
-        def run_legs() -> list[tuple[str, list[dict[str, Any]]]]:
-            legs: list[tuple[str, list[dict[str, Any]]]] = []
+        def run_legs() -> list[list[dict[str, Any]]]:
+            legs: list[list[dict[str, Any]]] = []
             if mode != "vector" and text:
-                legs.append(("bm25", self._fts_leg(chunks, text, where, depth)))
+                legs.append(self._fts_leg(chunks, text, where, depth))
             if vector is not None:
-                legs.append(("vector", self._vector_leg(chunks, vector, where, depth)))
+                legs.append(self._vector_leg(chunks, vector, where, depth))
             return legs
 
-        if mode == "hybrid":
-            return SearchResult(results=self._fuse(self._stable(chunks, run_legs), request.top_k))
-        rows = [row for _, leg in run_legs() for row in leg][: request.top_k]
-        return SearchResult(results=[self._hit(row, row["_leg_score"]) for row in rows])
+        while True:
+            legs = self._stable(chunks, run_legs)
+            # Hybrid fuses the two legs; the other modes run exactly one leg.
+            ranked = self._fuse(legs) if mode == "hybrid" else self._leg_ranking(legs)
+            picked = _cap_per_document(ranked, top_k, per_document)
+            exhausted = all(len(leg) < depth for leg in legs)
+            if len(picked) >= top_k or exhausted or depth >= _MAX_CANDIDATES:
+                break
+            depth = min(depth * _DEEPEN_FACTOR, _MAX_CANDIDATES)
+        self._fill_token_counts([row for row, _ in picked])
+        return _within_budget([self._hit(row, score) for row, score in picked], request.max_tokens)
+
+    def _fill_token_counts(self, rows: list[dict[str, Any]]) -> None:
+        """Count the rows stored before token counts were kept (NULL)."""
+        missing = [row for row in rows if row.get("token_count") is None]
+        counts = self._tokens.count([row["content"] for row in missing])
+        for row, count in zip(missing, counts, strict=True):
+            row["token_count"] = count
+
+    @staticmethod
+    def _leg_ranking(legs: list[list[dict[str, Any]]]) -> list[tuple[dict[str, Any], float]]:
+        return [(row, row["_leg_score"]) for leg in legs for row in leg]
 
     def _query_vector(self, data: str | None) -> Matrix:
         try:
@@ -548,18 +737,19 @@ class IndexStore:
             row["_leg_score"] = 1.0 - float(row.pop("_distance"))
         return rows
 
-    def _fuse(self, legs: list[tuple[str, list[dict[str, Any]]]], top_k: int) -> list[SearchHit]:
-        """Reciprocal rank fusion: each leg adds 1 / (k + rank) for every chunk it found."""
+    def _fuse(self, legs: list[list[dict[str, Any]]]) -> list[tuple[dict[str, Any], float]]:
+        """Reciprocal rank fusion: each leg adds 1 / (k + rank) for every chunk it found;
+        every candidate, best first."""
         k = self.settings.index_rrf_k
         scores: dict[str, float] = {}
         rows: dict[str, dict[str, Any]] = {}
-        for _, leg in legs:
+        for leg in legs:
             for rank, row in enumerate(leg, start=1):
                 chunk_id = row["chunk_id"]
                 scores[chunk_id] = scores.get(chunk_id, 0.0) + 1.0 / (k + rank)
                 rows.setdefault(chunk_id, row)
-        best = sorted(scores, key=lambda c: (-scores[c], c))[:top_k]
-        return [self._hit(rows[c], scores[c]) for c in best]
+        best = sorted(scores, key=lambda c: (-scores[c], c))
+        return [(rows[c], scores[c]) for c in best]
 
     @staticmethod
     def _hit(row: dict[str, Any], score: float) -> SearchHit:
@@ -576,6 +766,7 @@ class IndexStore:
             metadata=_load_metadata(row["metadata"]),
             score=score,
             headings=list(row["headings"] or []),
+            token_count=row["token_count"],
         )
 
     # ------------------------------------------------------------------------ writes
@@ -653,6 +844,13 @@ class IndexStore:
         document = request.document
         n = len(request.chunks)
         dim = vectors.shape[1]
+        meta_json, meta_list = metadata_columns(document.metadata)
+        counts = [c.token_count for c in request.chunks]
+        uncounted = [i for i, count in enumerate(counts) if count <= 0]
+        for i, count in zip(
+            uncounted, self._tokens.count([request.chunks[i].text for i in uncounted]), strict=True
+        ):
+            counts[i] = count
         columns: dict[str, Any] = {
             # Position, not chunk_index, keys the row: ids stay unique whatever the chunker sent.
             "chunk_id": [f"{doc_id}:{i}" for i in range(n)],
@@ -670,6 +868,9 @@ class IndexStore:
             "vector": pa.FixedSizeListArray.from_arrays(
                 pa.array(np.ascontiguousarray(vectors, dtype=np.float32).ravel()), dim
             ),
+            "token_count": counts,
+            META_JSON: pa.array([meta_json] * n, type=pa.json_(pa.utf8())),
+            META_LIST: [meta_list] * n,
         }
         return pa.table(columns, schema=chunks_schema(dim))
 

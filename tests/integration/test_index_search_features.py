@@ -1,0 +1,595 @@
+"""Search features of the index against a real LanceDB in tmp_path, with seeded synthetic
+vectors: filter operators on chunk fields and metadata keys (in every search mode, as
+prefilters so top_k stays exact), injection attempts, max_per_document, max_tokens with
+truncated / total_tokens, the fused score, get_document windows, the same over HTTP, and a
+store written before the metadata filter columns existed."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import lancedb
+import numpy as np
+import pyarrow as pa
+import pytest
+from lancedb.index import BTree
+
+from libs.clients import IndexClient
+from libs.contracts import (
+    Chunk,
+    IndexSearchRequest,
+    NewDocument,
+    SearchHit,
+    SearchMode,
+    UpsertRequest,
+)
+from libs.errors import InvalidInputError, NotFoundError
+from libs.http import RetryPolicy
+from libs.vectors import Matrix, encode
+from services.index.app import create_app
+from services.index.core import IndexCore
+from services.index.settings import IndexSettings
+from services.index.store import DOCUMENTS_SCHEMA, FTS_CONFIG, IndexStore
+from services.index.tokens import TokenCounter
+
+pytestmark = pytest.mark.integration
+
+DIM = 384
+MODEL = "test/minilm"
+MODES: list[SearchMode] = ["bm25", "vector", "hybrid"]
+
+
+def unit_vectors(n: int, seed: int) -> Matrix:
+    vectors = np.random.default_rng(seed).standard_normal((n, DIM)).astype(np.float32)
+    normalised: Matrix = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+    return normalised
+
+
+def doc(
+    source: str,
+    texts: list[str],
+    *,
+    seed: int = 0,
+    title: str | None = None,
+    file_type: str = "md",
+    last_modified: str = "2025-06-01T09:00:00+00:00",
+    metadata: dict[str, Any] | None = None,
+    pages: list[int] | None = None,
+    token_counts: list[int] | None = None,
+    markdown: str | None = None,
+    library: str = "default",
+    vectors: Matrix | None = None,
+) -> UpsertRequest:
+    return UpsertRequest(
+        document=NewDocument(
+            source=source,
+            library=library,
+            title=title if title is not None else source,
+            file_type=file_type,
+            content_hash=f"hash-{seed}",
+            last_modified=last_modified,
+            metadata=metadata or {},
+            markdown=markdown if markdown is not None else "\n\n".join(texts),
+        ),
+        chunks=[
+            Chunk(
+                chunk_index=i,
+                text=t,
+                page=(pages or [0] * len(texts))[i],
+                headings=["Top", f"Part {i}"],
+                token_count=(token_counts or [0] * len(texts))[i],
+            )
+            for i, t in enumerate(texts)
+        ],
+        model=MODEL,
+        dim=DIM,
+        vectors_b64=encode(unit_vectors(len(texts), seed) if vectors is None else vectors),
+    )
+
+
+def query(
+    text: str, mode: SearchMode = "bm25", *, seed: int = 99, **kwargs: Any
+) -> IndexSearchRequest:
+    vector = None if mode == "bm25" else encode(unit_vectors(1, seed))
+    return IndexSearchRequest(query=text, vector_b64=vector, mode=mode, **kwargs)
+
+
+def sources(hits: list[SearchHit]) -> set[str]:
+    return {h.source for h in hits}
+
+
+@pytest.fixture
+async def core(tmp_path: Path) -> AsyncIterator[IndexCore]:
+    async with IndexCore(IndexSettings(lancedb_uri=str(tmp_path / "lancedb"))) as opened:
+        yield opened
+
+
+@pytest.fixture
+async def library(core: IndexCore) -> IndexCore:
+    """Five documents about walruses that differ in every filterable field."""
+    await core.upsert(
+        doc(
+            "reports/2023-annual.pdf",
+            ["walrus census page one", "walrus census page two", "walrus census page three"],
+            seed=1,
+            title="Annual Report 2023",
+            file_type="pdf",
+            last_modified="2023-12-31T10:00:00+00:00",
+            pages=[1, 2, 3],
+            metadata={"author": "Alice", "year": 2023, "draft": False, "tags": ["arctic", "ice"]},
+        )
+    )
+    await core.upsert(
+        doc(
+            "notes/walrus.md",
+            ["walrus notes", "more walrus notes"],
+            seed=2,
+            title="walrus notes",
+            last_modified="2024-05-01T08:00:00+00:00",
+            metadata={"author": "Bob", "year": 2024, "draft": True, "rating": 4.5},
+        )
+    )
+    await core.upsert(
+        doc(
+            "odd/100%_a\\b'quote.txt",
+            ["walrus with odd characters"],
+            seed=3,
+            title="100% walrus_under\\score's",
+            file_type="txt",
+            last_modified="2025-02-02T00:00:00+00:00",
+            metadata={"author": "O'Brien", "year": "2025", "tags": ["ice"], "a.b": "dotted"},
+        )
+    )
+    await core.upsert(
+        doc(
+            "slides/deck.pptx",
+            ["walrus slide one", "walrus slide two"],
+            seed=4,
+            title="Deck",
+            file_type="pptx",
+            last_modified="2025-07-07T00:00:00+00:00",
+            pages=[1, 2],
+            metadata={"author": ["Carol", "Dan"], "year": 2025.0, "status": "final"},
+        )
+    )
+    await core.upsert(
+        doc(
+            "plain.md",
+            ["walrus without metadata"],
+            seed=5,
+            title="Plain",
+            last_modified="2022-01-01T00:00:00+00:00",
+        )
+    )
+    return core
+
+
+ALL = {
+    "reports/2023-annual.pdf",
+    "notes/walrus.md",
+    "odd/100%_a\\b'quote.txt",
+    "slides/deck.pptx",
+    "plain.md",
+}
+
+FILTER_CASES: list[tuple[dict[str, Any], set[str]]] = [
+    ({"file_type": "pdf"}, {"reports/2023-annual.pdf"}),
+    ({"file_type": {"$ne": "md"}}, ALL - {"notes/walrus.md", "plain.md"}),
+    ({"file_type": {"$in": ["txt", "pptx"]}}, {"odd/100%_a\\b'quote.txt", "slides/deck.pptx"}),
+    ({"page": {"$gte": 2}}, {"reports/2023-annual.pdf", "slides/deck.pptx"}),
+    ({"page": {"$gt": 2}}, {"reports/2023-annual.pdf"}),
+    ({"page": {"$gte": 1, "$lt": 2}, "file_type": "pptx"}, {"slides/deck.pptx"}),
+    ({"page": {"$lte": 0}}, {"notes/walrus.md", "odd/100%_a\\b'quote.txt", "plain.md"}),
+    ({"chunk_index": {"$in": [2]}}, {"reports/2023-annual.pdf"}),
+    ({"chunk_index": {"$ne": 0}, "file_type": "md"}, {"notes/walrus.md"}),
+    (
+        {"last_modified": {"$gte": "2024-01-01", "$lt": "2025-03-01"}},
+        {"notes/walrus.md", "odd/100%_a\\b'quote.txt"},
+    ),
+    ({"last_modified": {"$lt": "2023"}}, {"plain.md"}),
+    ({"title": {"$contains": "Report"}}, {"reports/2023-annual.pdf"}),
+    ({"title": {"$contains": "report"}}, set()),
+    ({"title": {"$contains": "100%"}}, {"odd/100%_a\\b'quote.txt"}),
+    ({"title": {"$contains": "_under\\score's"}}, {"odd/100%_a\\b'quote.txt"}),
+    ({"title": {"$contains": "%"}}, {"odd/100%_a\\b'quote.txt"}),
+    ({"source": {"$contains": "_"}}, {"odd/100%_a\\b'quote.txt"}),
+    ({"source": "odd/100%_a\\b'quote.txt"}, {"odd/100%_a\\b'quote.txt"}),
+    ({"source": {"$gt": "p"}}, {"plain.md", "reports/2023-annual.pdf", "slides/deck.pptx"}),
+    # metadata: text, numbers, booleans, lists, missing keys
+    ({"metadata.author": "Alice"}, {"reports/2023-annual.pdf"}),
+    ({"metadata.author": "O'Brien"}, {"odd/100%_a\\b'quote.txt"}),
+    ({"metadata.author": "Carol"}, {"slides/deck.pptx"}),
+    ({"metadata.author": {"$in": ["Bob", "Dan"]}}, {"notes/walrus.md", "slides/deck.pptx"}),
+    ({"metadata.author": {"$contains": "li"}}, {"reports/2023-annual.pdf"}),
+    ({"metadata.author": {"$contains": "Dan"}}, {"slides/deck.pptx"}),
+    ({"metadata.author": {"$contains": "Da"}}, set()),
+    (
+        {"metadata.author": {"$ne": "Alice"}},
+        ALL - {"reports/2023-annual.pdf"},
+    ),
+    ({"metadata.author": {"$ne": "Carol"}}, ALL - {"slides/deck.pptx"}),
+    ({"metadata.year": 2023}, {"reports/2023-annual.pdf"}),
+    ({"metadata.year": {"$gte": 2024}}, ALL - {"reports/2023-annual.pdf", "plain.md"}),
+    (
+        {"metadata.year": {"$gt": 2024, "$lte": 2025}},
+        {"odd/100%_a\\b'quote.txt", "slides/deck.pptx"},
+    ),
+    ({"metadata.year": "2025"}, {"odd/100%_a\\b'quote.txt", "slides/deck.pptx"}),
+    ({"metadata.year": {"$in": [2023, 2024]}}, {"reports/2023-annual.pdf", "notes/walrus.md"}),
+    ({"metadata.rating": {"$gt": 4.25}}, {"notes/walrus.md"}),
+    ({"metadata.rating": 4.5}, {"notes/walrus.md"}),
+    ({"metadata.draft": True}, {"notes/walrus.md"}),
+    ({"metadata.draft": False}, {"reports/2023-annual.pdf"}),
+    ({"metadata.draft": {"$ne": True}}, ALL - {"notes/walrus.md"}),
+    ({"metadata.tags": "ice"}, {"reports/2023-annual.pdf", "odd/100%_a\\b'quote.txt"}),
+    ({"metadata.tags": {"$contains": "arctic"}}, {"reports/2023-annual.pdf"}),
+    (
+        {"metadata.tags": {"$ne": "ice"}},
+        ALL - {"reports/2023-annual.pdf", "odd/100%_a\\b'quote.txt"},
+    ),
+    ({"metadata.a.b": "dotted"}, {"odd/100%_a\\b'quote.txt"}),
+    ({"metadata.status": {"$ne": "final"}}, ALL - {"slides/deck.pptx"}),
+    ({"metadata.missing": "x"}, set()),
+    ({"metadata.author": {"$gt": "B"}, "metadata.year": {"$lt": 2025}}, {"notes/walrus.md"}),
+]
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_each_operator_selects_exactly_the_matching_chunks(
+    library: IndexCore, mode: SearchMode
+) -> None:
+    # One store for every case (five upserts each would dominate the run time).
+    wrong = []
+    for filters, expected in FILTER_CASES:
+        hits = (await library.search(query("walrus", mode, top_k=100, filter=filters))).results
+        if sources(hits) != expected:
+            wrong.append((filters, sorted(sources(hits)), sorted(expected)))
+    assert wrong == []
+
+
+INJECTION_VALUES = ["') OR 1=1 --", "x' OR '1'='1", "%", "_", "\\", "'", "walrus' --"]
+
+
+@pytest.mark.parametrize("value", INJECTION_VALUES)
+async def test_injection_attempts_are_values_that_match_nothing(
+    library: IndexCore, value: str
+) -> None:
+    for filters in (
+        {"source": value},
+        {"title": {"$in": [value, "nope"]}},
+        {"metadata.author": value},
+        {"metadata.author": {"$in": [value]}},
+        {"doc_id": {"$contains": value}},
+    ):
+        hits = (await library.search(query("walrus", "hybrid", top_k=100, filter=filters))).results
+        assert hits == [], filters
+    # A value that does occur is found literally, wildcards and quotes included.
+    contains = await library.search(
+        query("walrus", top_k=100, filter={"source": {"$contains": value}})
+    )
+    odd = "odd/100%_a\\b'quote.txt"
+    assert sources(contains.results) == ({odd} if value in odd else set())
+
+
+async def test_filters_are_prefilters_so_top_k_is_exact(core: IndexCore) -> None:
+    # 40 chunks rank above the one that the filter keeps: a post-filter would return nothing.
+    await core.upsert(doc("crowd.md", [f"walrus walrus walrus {i}" for i in range(40)], seed=7))
+    await core.upsert(doc("rare.md", ["walrus once"], seed=8, metadata={"keep": "yes"}))
+    for mode in MODES:
+        hits = await core.search(query("walrus", mode, top_k=1, filter={"metadata.keep": "yes"}))
+        assert [h.source for h in hits.results] == ["rare.md"], mode
+
+
+async def test_invalid_filters_are_refused_with_the_field_and_operator(library: IndexCore) -> None:
+    with pytest.raises(InvalidInputError, match=r"unknown operator '\$like' on filter field"):
+        await library.search(query("walrus", filter={"title": {"$like": "%x%"}}))
+    with pytest.raises(InvalidInputError, match=r"'page' \$gt needs an integer"):
+        await library.search(query("walrus", filter={"page": {"$gt": "2"}}))
+    with pytest.raises(InvalidInputError, match="metadata keys are 1 to 64 characters"):
+        await library.search(query("walrus", filter={"metadata.a b": 1}))
+
+
+# ------------------------------------------------------------------ max_per_document
+
+
+async def test_max_per_document_caps_chunks_and_fills_from_other_documents(
+    library: IndexCore,
+) -> None:
+    everything = (await library.search(query("walrus", "hybrid", top_k=100))).results
+    assert len(everything) == 9
+    for cap in (1, 2):
+        hits = (
+            await library.search(query("walrus", "hybrid", top_k=100, max_per_document=cap))
+        ).results
+        per_doc: dict[str, int] = {}
+        for hit in hits:
+            per_doc[hit.doc_id] = per_doc.get(hit.doc_id, 0) + 1
+        assert max(per_doc.values()) <= cap
+        assert len(per_doc) == 5
+        # The cap drops chunks, it does not reorder the ones it keeps.
+        kept = [
+            h.chunk_index
+            for h in everything
+            if (h.doc_id, h.chunk_index) in {(k.doc_id, k.chunk_index) for k in hits}
+        ]
+        assert [h.chunk_index for h in hits] == kept
+        assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+
+
+async def test_max_per_document_looks_deeper_when_one_document_fills_the_candidates(
+    tmp_path: Path,
+) -> None:
+    settings = IndexSettings(
+        lancedb_uri=str(tmp_path / "lancedb"),
+        index_candidates_min=4,
+        index_candidates_per_result=1,
+    )
+    async with IndexCore(settings) as core:
+        await core.upsert(doc("big.md", ["walrus walrus walrus walrus"] * 30, seed=1))
+        for i in range(3):
+            await core.upsert(doc(f"small{i}.md", [f"walrus and other words {i}"], seed=10 + i))
+        for mode in MODES:
+            capped = await core.search(query("walrus", mode, top_k=4, max_per_document=1))
+            assert len(capped.results) == 4, mode
+            assert len({h.doc_id for h in capped.results}) == 4, mode
+
+
+# ---------------------------------------------------------------------- max_tokens
+
+
+async def test_max_tokens_keeps_the_best_results_that_fit_in_order(core: IndexCore) -> None:
+    await core.upsert(
+        doc("counted.md", ["walrus a", "walrus b", "walrus c"], seed=1, token_counts=[50, 30, 40])
+    )
+    ranked = (await core.search(query("walrus", top_k=10))).results
+    counts = [h.token_count for h in ranked]
+    assert sorted(counts) == [30, 40, 50]
+
+    full = await core.search(query("walrus", top_k=10, max_tokens=120))
+    assert (full.truncated, full.total_tokens, len(full.results)) == (False, 120, 3)
+
+    two = await core.search(query("walrus", top_k=10, max_tokens=counts[0] + counts[1]))
+    assert [h.chunk_index for h in two.results] == [h.chunk_index for h in ranked[:2]]
+    assert (two.truncated, two.total_tokens) == (True, counts[0] + counts[1])
+
+    # Stops at the first result that does not fit, even if a later, smaller one would.
+    just_short = await core.search(query("walrus", top_k=10, max_tokens=counts[0] + 29))
+    assert len(just_short.results) == 1 and just_short.truncated
+
+    none_fit = await core.search(query("walrus", top_k=10, max_tokens=counts[0] - 1))
+    assert (none_fit.results, none_fit.truncated, none_fit.total_tokens) == ([], True, 0)
+
+    unbounded = await core.search(query("walrus", top_k=2))
+    assert (unbounded.truncated, unbounded.total_tokens) == (False, counts[0] + counts[1])
+
+
+async def test_chunks_without_a_token_count_are_counted_with_the_model_tokenizer(
+    core: IndexCore,
+) -> None:
+    texts = ["The walrus (Odobenus rosmarus) hauls out onto sea ice.", "walrus"]
+    await core.upsert(doc("uncounted.md", texts, seed=1))
+    expected = dict(zip(texts, TokenCounter().count(texts), strict=True))
+    result = await core.search(query("walrus", top_k=10))
+    assert {h.content: h.token_count for h in result.results} == expected
+    assert result.total_tokens == sum(expected.values())
+    assert TokenCounter().count(["ice"]) == [3]  # [CLS] ice [SEP]
+
+
+async def test_budget_and_cap_combine(library: IndexCore) -> None:
+    result = await library.search(
+        query("walrus", "hybrid", top_k=10, max_per_document=1, max_tokens=20)
+    )
+    assert len({h.doc_id for h in result.results}) == len(result.results)
+    assert result.total_tokens == sum(h.token_count for h in result.results) <= 20
+    assert result.truncated
+
+
+# --------------------------------------------------------------------------- score
+
+
+async def test_hybrid_score_is_the_reciprocal_rank_fusion_of_both_legs(core: IndexCore) -> None:
+    vectors = unit_vectors(3, 5)
+    await core.upsert(doc("fused.md", ["narwhal tusk", "walrus", "seal"], seed=5, vectors=vectors))
+    request = IndexSearchRequest(
+        query="narwhal", vector_b64=encode(vectors[:1]), mode="hybrid", top_k=3
+    )
+    hits = (await core.search(request)).results
+    k = IndexSettings().index_rrf_k
+    assert hits[0].content == "narwhal tusk"
+    # First in both legs: 1/(k+1) twice. The others appear only in the vector leg.
+    assert hits[0].score == pytest.approx(2 / (k + 1))
+    assert sorted(h.score for h in hits[1:]) == pytest.approx([1 / (k + 3), 1 / (k + 2)])
+    assert hits[0].headings == ["Top", "Part 0"]
+
+
+# ------------------------------------------------------------------ get_document window
+
+MARKDOWN = "# Guide\n\nAlpha part.\n\nBeta part.\n\n| a |\n|---|\n\nGamma part.\n\nDelta part.\n"
+WINDOW_CHUNKS = [
+    "# Guide\n\nAlpha part.",
+    "Alpha part.\n\nBeta part.",
+    "Gamma part.",
+    "Delta part.",
+]
+
+
+async def test_get_document_returns_a_window_of_chunks(core: IndexCore) -> None:
+    stored = await core.upsert(
+        doc("guide.md", WINDOW_CHUNKS, seed=1, markdown=MARKDOWN, pages=[1, 1, 2, 2])
+    )
+    whole = await core.get(stored.doc_id)
+    assert whole.content == MARKDOWN and whole.chunks is None
+
+    middle = await core.get(stored.doc_id, chunk_index=1, context=1)
+    assert middle.chunks is not None
+    assert [c.chunk_index for c in middle.chunks] == [0, 1, 2]
+    assert [c.content for c in middle.chunks] == WINDOW_CHUNKS[:3]
+    assert [c.page for c in middle.chunks] == [1, 1, 2]
+    assert middle.chunks[2].headings == ["Top", "Part 2"]
+    # The window's own Markdown: overlaps once, the skipped table rule kept.
+    assert middle.content == "# Guide\n\nAlpha part.\n\nBeta part.\n\n| a |\n|---|\n\nGamma part."
+    assert (middle.title, middle.chunk_count) == ("guide.md", 4)
+
+    alone = await core.get(stored.doc_id, chunk_index=3)
+    assert [c.chunk_index for c in alone.chunks or []] == [3]
+    assert alone.content == "Delta part."
+
+    edge = await core.get(stored.doc_id, chunk_index=0, context=20)
+    assert [c.chunk_index for c in edge.chunks or []] == [0, 1, 2, 3]
+    assert edge.content == MARKDOWN.strip()
+
+    with pytest.raises(
+        NotFoundError, match=r"has no chunk with chunk_index 4; it has chunk_index 0\.\.3"
+    ):
+        await core.get(stored.doc_id, chunk_index=4)
+    with pytest.raises(NotFoundError, match="no document with doc_id 'nope'"):
+        await core.get("nope", chunk_index=0)
+    with pytest.raises(InvalidInputError, match="context must be between 0 and 20"):
+        await core.get(stored.doc_id, chunk_index=0, context=21)
+
+
+async def test_a_window_whose_chunks_are_not_slices_joins_their_texts(core: IndexCore) -> None:
+    stored = await core.upsert(
+        doc("other.md", ["first piece", "second piece"], seed=1, markdown="unrelated text")
+    )
+    window = await core.get(stored.doc_id, chunk_index=0, context=1)
+    assert window.content == "first piece\n\nsecond piece"
+
+
+# ------------------------------------------------------------------------ over HTTP
+
+
+async def test_the_new_parameters_cross_the_wire(tmp_path: Path) -> None:
+    app = create_app(IndexSettings(lancedb_uri=str(tmp_path / "lancedb")))
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        client = IndexClient("http://index", transport=transport, policy=RetryPolicy(attempts=1))
+        try:
+            stored = await client.upsert(
+                doc("wire.md", WINDOW_CHUNKS, seed=1, markdown=MARKDOWN, metadata={"n": 7})
+            )
+            found = await client.search(
+                query(
+                    "part",
+                    "hybrid",
+                    top_k=10,
+                    filter={"metadata.n": {"$gte": 7}, "chunk_index": {"$in": [1, 2]}},
+                    max_per_document=1,
+                    max_tokens=1000,
+                )
+            )
+            assert len(found.results) == 1 and found.results[0].chunk_index in (1, 2)
+            assert found.total_tokens == found.results[0].token_count > 0
+            assert found.truncated is False
+            window = await client.get(stored.doc_id, chunk_index=2, context=1)
+            assert [c.chunk_index for c in window.chunks or []] == [1, 2, 3]
+            assert (await client.get(stored.doc_id)).content == MARKDOWN
+            with pytest.raises(NotFoundError, match=r"chunk_index 0\.\.3"):
+                await client.get(stored.doc_id, chunk_index=9)
+            with pytest.raises(InvalidInputError, match=r"\$in needs a non-empty list"):
+                await client.search(query("part", filter={"page": {"$in": []}}))
+            async with httpx.AsyncClient(transport=transport, base_url="http://index") as http:
+                bad = await http.get(f"/documents/{stored.doc_id}", params={"context": 99})
+            assert bad.status_code == 400 and bad.json()["error_code"] == "invalid_input"
+        finally:
+            await client.aclose()
+
+
+# ------------------------------------------------------------- stores from before 0.5.0
+
+OLD_CHUNK_FIELDS = [
+    ("chunk_id", pa.string()),
+    ("doc_id", pa.string()),
+    ("source", pa.string()),
+    ("library", pa.string()),
+    ("title", pa.string()),
+    ("file_type", pa.string()),
+    ("last_modified", pa.string()),
+    ("page", pa.int32()),
+    ("chunk_index", pa.int32()),
+    ("content", pa.string()),
+    ("headings", pa.list_(pa.string())),
+    ("metadata", pa.string()),
+    ("vector", pa.list_(pa.float32(), DIM)),
+]
+
+
+def write_old_store(uri: str) -> None:
+    """A store as 0.4.0 wrote it: no token_count, meta_json or meta_list columns."""
+    db = lancedb.connect(uri)
+    db.create_table(
+        "meta",
+        data=pa.table({"key": ["model", "dim", "schema"], "value": [MODEL, str(DIM), "1"]}),
+    )
+    metadata = json.dumps({"author": "Alice", "tags": ["old"]})
+    document = {
+        "doc_id": "old-doc",
+        "source": "old.md",
+        "library": "default",
+        "title": "Old",
+        "file_type": "md",
+        "content_hash": "h",
+        "created_at": "2025-01-01T00:00:00+00:00",
+        "last_modified": "",
+        "metadata": metadata,
+        "chunk_count": 2,
+        "markdown": "walrus from before\n\nsecond walrus",
+        "state": "live",
+    }
+    db.create_table("documents", data=pa.Table.from_pylist([document], schema=DOCUMENTS_SCHEMA))
+    vectors = unit_vectors(2, 3)
+    chunks = {
+        "chunk_id": ["old-doc:0", "old-doc:1"],
+        "doc_id": ["old-doc"] * 2,
+        "source": ["old.md"] * 2,
+        "library": ["default"] * 2,
+        "title": ["Old"] * 2,
+        "file_type": ["md"] * 2,
+        "last_modified": [""] * 2,
+        "page": [0, 0],
+        "chunk_index": [0, 1],
+        "content": ["walrus from before", "second walrus"],
+        "headings": [[], []],
+        "metadata": [metadata] * 2,
+        "vector": pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), DIM),
+    }
+    table = db.create_table("chunks", data=pa.table(chunks, schema=pa.schema(OLD_CHUNK_FIELDS)))
+    table.create_index("content", config=FTS_CONFIG)
+    table.create_index("doc_id", config=BTree())
+
+
+async def test_a_store_from_before_the_filter_columns_is_upgraded_on_open(
+    tmp_path: Path,
+) -> None:
+    uri = str(tmp_path / "lancedb")
+    write_old_store(uri)
+    async with IndexCore(IndexSettings(lancedb_uri=uri)) as core:
+        for filters in ({"metadata.author": "Alice"}, {"metadata.tags": {"$contains": "old"}}):
+            hits = (await core.search(query("walrus", "hybrid", top_k=5, filter=filters))).results
+            assert {h.chunk_index for h in hits} == {0, 1}
+        counted = await core.search(query("walrus", top_k=5, max_tokens=1000))
+        assert counted.total_tokens == sum(
+            TokenCounter().count(["walrus from before", "second walrus"])
+        )
+        window = await core.get("old-doc", chunk_index=1, context=1)
+        assert window.content == "walrus from before\n\nsecond walrus"
+        # New writes go into the upgraded table next to the old rows.
+        await core.upsert(doc("new.md", ["walrus today"], seed=4, metadata={"author": "Alice"}))
+        hits = await core.search(query("walrus", top_k=10, filter={"metadata.author": "Alice"}))
+        assert {h.source for h in hits.results} == {"old.md", "new.md"}
+
+    # Opening again finds nothing left to upgrade and keeps the data.
+    store = IndexStore(IndexSettings(lancedb_uri=uri))
+    try:
+        _, chunks = store._tables()
+        assert chunks is not None
+        assert chunks.count_rows("meta_json IS NULL") == 0
+        assert chunks.count_rows() == 3
+        names = chunks.schema.names
+        assert names[-3:] == ["token_count", "meta_json", "meta_list"]
+    finally:
+        store.close()
