@@ -7,6 +7,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
+from libs.body_limit import BodyLimitMiddleware
 from libs.service_app import install_common
 from services.embedder.api import router
 from services.embedder.core import EmbedderCore
@@ -26,6 +27,12 @@ def create_app(settings: EmbedderSettings | None = None) -> FastAPI:
 
     app = FastAPI(title="mcpvectordb embedder", lifespan=lifespan)
     app.state.settings = settings
+    # Inside the telemetry middleware that install_common adds, so the 413s are counted.
+    app.add_middleware(
+        BodyLimitMiddleware,
+        max_bytes=settings.embed_max_body_bytes,
+        setting="EMBED_MAX_BODY_BYTES",
+    )
     install_common(app, "embedder")
     app.include_router(router)
     return app
