@@ -18,7 +18,9 @@
 Each class carries a stable `error_code` and an HTTP status. Services send errors as the MCP
 error shape (`status`, `error`, `error_code`) with that status; `from_payload` turns such a
 body back into the same exception class on the calling side, so an error keeps its meaning
-across hops. Messages say what went wrong and what to do next.
+across hops. Messages say what went wrong and what to do next. A 5xx is retried by the
+callers' retry policy unless its class says `retryable = False`: a conversion that ran out of
+time would only run out of time again (`is_retryable`).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from typing import Any, ClassVar
 class MvdbError(Exception):
     error_code: ClassVar[str] = "internal_error"
     http_status: ClassVar[int] = 500
+    retryable: ClassVar[bool] = True
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
@@ -81,6 +84,7 @@ class NoTextError(MvdbError):
 class ConversionTimeoutError(MvdbError):
     error_code = "conversion_timeout"
     http_status = 504
+    retryable = False
 
 
 class FetchError(MvdbError):
@@ -135,3 +139,9 @@ def from_payload(payload: Any, *, fallback: str) -> MvdbError:
         if detail is not None:
             return InvalidInputError(f"{fallback}: {detail}")
     return MvdbError(fallback)
+
+
+def is_retryable(error_code: object) -> bool:
+    """Whether a 5xx answer carrying this `error_code` may be retried (unknown codes may)."""
+    cls = _BY_CODE.get(error_code) if isinstance(error_code, str) else None
+    return cls is None or cls.retryable

@@ -1,8 +1,10 @@
 """The one HTTP client factory and the one retry policy for calls between services.
 
 Retries happen on transport errors (connect, read, timeouts) and 5xx answers only, never on
-4xx; they back off exponentially with jitter and stop at whichever comes first, a number of
-attempts or a total time. Each retry is counted in `mvdb_client_retries_total{target}`.
+4xx nor on a 5xx whose error the service marks final (`libs.errors.is_retryable`, e.g. a
+conversion timeout); they back off exponentially with jitter and stop at whichever comes
+first, a number of attempts or a total time. Each retry is counted in
+`mvdb_client_retries_total{target}`.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from tenacity import (
     wait_random_exponential,
 )
 
-from libs.errors import MvdbError, UpstreamError, from_payload
+from libs.errors import MvdbError, UpstreamError, from_payload, is_retryable
 from libs.telemetry import REQUEST_ID_HEADER, RETRIES, request_id_var
 
 log = logging.getLogger(__name__)
@@ -44,6 +46,16 @@ class _RetryableStatus(Exception):
 
 def _retryable(exc: BaseException) -> bool:
     return isinstance(exc, httpx.TransportError | _RetryableStatus)
+
+
+def _retryable_status(response: httpx.Response) -> bool:
+    if response.status_code < 500:
+        return False
+    try:
+        payload = response.json()
+    except ValueError:
+        return True
+    return not isinstance(payload, dict) or is_retryable(payload.get("error_code"))
 
 
 def make_http_client(
@@ -85,7 +97,7 @@ async def call_with_retries(
         async for attempt in retrying:
             with attempt:
                 response = await send()
-                if response.status_code >= 500:
+                if _retryable_status(response):
                     raise _RetryableStatus(response)
                 return response
     except _RetryableStatus as exc:

@@ -6,8 +6,8 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from libs.clients import IndexClient
-from libs.errors import NotFoundError, StoreError, UpstreamError
+from libs.clients import ConverterClient, IndexClient
+from libs.errors import ConversionTimeoutError, NotFoundError, StoreError, UpstreamError
 from libs.http import RetryPolicy
 from libs.telemetry import RETRIES
 
@@ -85,3 +85,19 @@ async def test_doc_ids_are_escaped_in_paths() -> None:
     with pytest.raises(NotFoundError):
         await _client(httpx.MockTransport(handle)).delete("../../libraries")
     assert seen == [b"/documents/..%2F..%2Flibraries"]
+
+
+async def test_a_5xx_the_service_marks_final_is_not_retried() -> None:
+    calls = []
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        calls.append(request)
+        return httpx.Response(
+            504,
+            json={"status": "error", "error": "too slow", "error_code": "conversion_timeout"},
+        )
+
+    client = ConverterClient("http://converter", policy=FAST, transport=httpx.MockTransport(handle))
+    with pytest.raises(ConversionTimeoutError, match="too slow"):
+        await client.convert(b"data", "slow.pdf")
+    assert len(calls) == 1
