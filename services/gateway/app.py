@@ -19,6 +19,7 @@ from fastapi import FastAPI
 from mcp.server.mcpserver import Context
 from mcp.server.transport_security import TransportSecuritySettings
 
+from libs.body_limit import BodyLimitMiddleware
 from libs.clients import ConverterClient, EmbedderClient, IndexClient
 from libs.errors import InvalidInputError
 from libs.http import RetryPolicy
@@ -26,6 +27,7 @@ from libs.ports import ConverterPort, EmbedderPort, IndexPort
 from libs.service_app import install_common
 from services.gateway.api import router
 from services.gateway.auth import OPEN_PATHS, BearerAuthMiddleware
+from services.gateway.hosts import HostCheckMiddleware
 from services.gateway.pipeline import Pipeline
 from services.gateway.settings import GatewaySettings
 from services.gateway.tools import ToolService, build_mcp_server, model_cache_dir
@@ -40,6 +42,10 @@ class Ports:
 
 
 PortsFactory = Callable[[GatewaySettings], AbstractAsyncContextManager[Ports]]
+
+# Every request body (MCP messages, /ingest_folder) is bounded by MAX_UPLOAD_BYTES plus room
+# for multipart framing; /upload then checks the file itself against the exact limit.
+_BODY_SLACK = 1024 * 1024
 
 
 @asynccontextmanager
@@ -120,6 +126,8 @@ def create_app(
             ports_factory(settings) as bound,
             httpx.AsyncClient(
                 timeout=httpx.Timeout(settings.fetch_timeout_s),
+                # No pooled connections: each fetch connects to the address its check pinned.
+                limits=httpx.Limits(max_keepalive_connections=0),
                 trust_env=False,
                 headers={"User-Agent": "mcpvectordb/ingest_url"},
             ) as fetcher,
@@ -137,9 +145,18 @@ def create_app(
 
     app = FastAPI(title="mcpvectordb gateway", lifespan=lifespan)
     app.state.settings = settings
+    # Each middleware added wraps the ones before: Host/Origin are checked first, then the
+    # token, then the body size (a caller without a token is refused before its body is
+    # read); the telemetry that install_common adds wraps them all.
+    app.add_middleware(
+        BodyLimitMiddleware,
+        max_bytes=settings.max_upload_bytes + _BODY_SLACK,
+        setting="MAX_UPLOAD_BYTES",
+    )
     app.add_middleware(
         BearerAuthMiddleware, full=settings.auth_token, read_only=settings.read_only_token
     )
+    app.add_middleware(HostCheckMiddleware, security=security)
     install_common(app, "gateway")  # telemetry outermost: refused requests are counted too
     app.include_router(router)
     app.router.routes.extend(sse.routes)

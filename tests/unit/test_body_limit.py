@@ -83,6 +83,13 @@ def _index(tmp: Path) -> FastAPI:
     )
 
 
+def _gateway(tmp: Path) -> FastAPI:
+    from services.gateway.app import create_app
+    from services.gateway.settings import GatewaySettings
+
+    return create_app(GatewaySettings(_env_file=None, var_dir=tmp, max_upload_bytes=1024))  # type: ignore[call-arg]
+
+
 @pytest.mark.parametrize(
     ("build", "path", "setting", "size"),
     [
@@ -91,6 +98,10 @@ def _index(tmp: Path) -> FastAPI:
         (_converter, "/chunk", "MAX_CONVERT_BYTES", 2048),
         (_index, "/documents", "INDEX_MAX_BODY_BYTES", 2048),
         (_index, "/search", "INDEX_MAX_BODY_BYTES", 2048),
+        # The gateway bounds MCP messages and /ingest_folder by MAX_UPLOAD_BYTES + 1 MiB.
+        (_gateway, "/ingest_folder", "MAX_UPLOAD_BYTES", 2 * 1024 * 1024),
+        (_gateway, "/messages/?session_id=0", "MAX_UPLOAD_BYTES", 2 * 1024 * 1024),
+        (_gateway, "/mcp", "MAX_UPLOAD_BYTES", 2 * 1024 * 1024),
     ],
 )
 async def test_every_service_refuses_oversized_bodies(
