@@ -81,10 +81,19 @@ async def _run_remote(req: IngestFolderInput, url: str, token: str | None) -> Fo
             )
         except httpx.HTTPError as exc:
             raise MvdbError(f"cannot reach the gateway at {url}: {type(exc).__name__}") from exc
-    payload = response.json() if response.content else None
+    try:
+        payload = response.json()
+    except ValueError:
+        payload = None  # e.g. an HTML error page from a proxy in front of the gateway
     if response.status_code >= 400:
         raise from_payload(payload, fallback=f"gateway answered HTTP {response.status_code}")
-    return FolderIngestResult.model_validate(payload)
+    try:
+        return FolderIngestResult.model_validate(payload)
+    except ValueError as exc:
+        raise MvdbError(
+            f"{url} did not answer like an mcpvectordb gateway (HTTP {response.status_code}); "
+            "check the --url"
+        ) from exc
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -167,6 +167,7 @@ class Pipeline:
                 self.urls,
                 max_bytes=self.settings.fetch_max_bytes,
                 max_redirects=self.settings.fetch_max_redirects,
+                timeout_s=self.settings.fetch_timeout_s,
             )
         return await self.ingest_bytes(fetched.data, fetched.filename, url, library, metadata)
 

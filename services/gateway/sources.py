@@ -4,8 +4,10 @@ folders, and fetching URLs without reaching private networks.
 Path policy: with `INGEST_ROOTS` set, a path must resolve (symlinks followed) to a location
 inside one of the roots; `..` tricks and symlinks leaving a root are refused because the
 check is made on the resolved path. URL policy: http/https only; every address the host
-resolves to must be public unless the host is in `URL_ALLOW_HOSTS`; the check is repeated on
-every redirect, and bodies are streamed with a size cap.
+resolves to must be public unless the host is in `URL_ALLOW_HOSTS`; the connection goes to
+the address that was checked (no second DNS answer can slip in); the check is repeated on
+every redirect; the content type is checked before the body is read, and the body is
+streamed with a size cap, the whole fetch under one time limit.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import asyncio
 import ipaddress
 import os
 import socket
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from urllib.parse import unquote, urljoin, urlsplit
@@ -143,38 +146,75 @@ def _is_public(address: str) -> bool:
     return ip.is_global and not ip.is_multicast
 
 
+Resolver = Callable[[str, int], Awaitable[list[str]]]
+
+
+async def system_resolver(host: str, port: int) -> list[str]:
+    """The addresses `host` resolves to, through the operating system's resolver."""
+    infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    return [str(info[4][0]) for info in infos]
+
+
+@dataclass(frozen=True)
+class Target:
+    """One checked request: the URL as asked, and the address the connection must go to.
+
+    Connecting to `address` rather than resolving the name again closes the DNS-rebinding
+    window between the check and the connection. The `Host` header and the TLS server name
+    (SNI, and so certificate verification) stay those of the URL's host.
+    """
+
+    url: str
+    host: str
+    address: str
+
+    def request_url(self) -> httpx.URL:
+        return httpx.URL(self.url).copy_with(host=self.address)
+
+    def headers(self) -> dict[str, str]:
+        return {"Host": httpx.URL(self.url).netloc.decode("ascii")}
+
+    def extensions(self) -> dict[str, str]:
+        return {"sni_hostname": self.host} if self.url.lower().startswith("https:") else {}
+
+
 class UrlPolicy:
-    def __init__(self, allow_hosts: list[str]) -> None:
+    def __init__(self, allow_hosts: list[str], resolver: Resolver = system_resolver) -> None:
         self.allow_hosts = {h.lower() for h in allow_hosts}
+        self._resolve = resolver
 
     def _allowed_explicitly(self, host: str, port: int) -> bool:
         return host in self.allow_hosts or f"{host}:{port}" in self.allow_hosts
 
-    async def check(self, url: str) -> None:
-        parts = urlsplit(url)
+    async def check(self, url: str) -> Target:
+        """Refuse `url` unless it is http(s) and every address of its host is public (or the
+        host is in URL_ALLOW_HOSTS); return the address to connect to."""
+        try:
+            parts = urlsplit(url)
+            port = parts.port or (443 if parts.scheme == "https" else 80)
+            host = httpx.URL(url).raw_host.decode("ascii").lower()
+        except (ValueError, httpx.InvalidURL) as exc:
+            raise InvalidInputError(f"'{url}' is not a valid URL: {exc}") from exc
         if parts.scheme not in ("http", "https"):
             raise InvalidInputError(
                 f"only http and https URLs can be ingested, not '{parts.scheme or url}'"
             )
-        host = (parts.hostname or "").lower()
         if not host:
             raise InvalidInputError(f"the URL '{url}' has no host name")
-        port = parts.port or (443 if parts.scheme == "https" else 80)
-        if self._allowed_explicitly(host, port):
-            return
         try:
-            infos = await asyncio.get_running_loop().getaddrinfo(
-                host, port, type=socket.SOCK_STREAM
-            )
-        except socket.gaierror as exc:
-            raise FetchError(f"cannot resolve host '{host}': {exc.strerror}") from exc
-        for info in infos:
-            address = str(info[4][0])
-            if not _is_public(address):
-                raise PathNotAllowedError(
-                    f"refusing to fetch {url}: {host} resolves to the non-public address "
-                    f"{address}; add '{host}' to URL_ALLOW_HOSTS if this is intended"
-                )
+            addresses = await self._resolve(host, port)
+        except OSError as exc:
+            raise FetchError(f"cannot resolve host '{host}': {exc.strerror or exc}") from exc
+        if not addresses:
+            raise FetchError(f"host '{host}' has no addresses")
+        if not self._allowed_explicitly(host, port):
+            for address in addresses:
+                if not _is_public(address):
+                    raise PathNotAllowedError(
+                        f"refusing to fetch {url}: {host} resolves to the non-public address "
+                        f"{address}; add '{host}' to URL_ALLOW_HOSTS if this is intended"
+                    )
+        return Target(url=url, host=host, address=addresses[0].split("%")[0])
 
 
 def _filename_for(url: str, content_type: str) -> str:
@@ -201,12 +241,33 @@ async def fetch_url(
     *,
     max_bytes: int,
     max_redirects: int,
+    timeout_s: float,
+) -> Fetched:
+    """GET `url` under the policy, following at most `max_redirects` redirects (each checked
+    again), within `timeout_s` in all and `max_bytes` of body."""
+    try:
+        async with asyncio.timeout(timeout_s):
+            return await _fetch(client, url, policy, max_bytes, max_redirects)
+    except TimeoutError as exc:
+        raise FetchError(
+            f"fetching {url} took longer than {timeout_s:g} s (FETCH_TIMEOUT_S) and was stopped"
+        ) from exc
+
+
+async def _fetch(
+    client: httpx.AsyncClient, url: str, policy: UrlPolicy, max_bytes: int, max_redirects: int
 ) -> Fetched:
     current = url
     for _ in range(max_redirects + 1):
-        await policy.check(current)
+        target = await policy.check(current)
         try:
-            async with client.stream("GET", current, follow_redirects=False) as response:
+            async with client.stream(
+                "GET",
+                target.request_url(),
+                headers=target.headers(),
+                extensions=target.extensions(),
+                follow_redirects=False,
+            ) as response:
                 if response.is_redirect:
                     location = response.headers.get("location")
                     if not location:
@@ -215,6 +276,8 @@ async def fetch_url(
                     continue
                 if response.status_code >= 400:
                     raise FetchError(f"{current} answered HTTP {response.status_code}")
+                # Before the body: a type that cannot be converted is not worth downloading.
+                filename = _filename_for(current, response.headers.get("content-type", ""))
                 declared = response.headers.get("content-length")
                 if declared and declared.isdigit() and int(declared) > max_bytes:
                     raise TooLargeError(
@@ -229,10 +292,9 @@ async def fetch_url(
                             f"{current} is larger than the {max_bytes}-byte fetch limit"
                         )
                     chunks.append(piece)
-                filename = _filename_for(current, response.headers.get("content-type", ""))
                 return Fetched(url=current, data=b"".join(chunks), filename=filename)
         except httpx.TimeoutException as exc:
             raise FetchError(f"fetching {current} timed out") from exc
-        except httpx.TransportError as exc:
+        except (httpx.TransportError, httpx.InvalidURL) as exc:
             raise FetchError(f"could not fetch {current}: {type(exc).__name__}") from exc
     raise FetchError(f"{url} redirected more than {max_redirects} times")
