@@ -87,3 +87,11 @@ async def get_document(
 @router.get("/info")
 async def info(core: Core) -> IndexInfo:
     return await core.info()
+
+
+@router.post("/optimize")
+async def optimize(core: Core) -> IndexInfo:
+    """Fold rows written since the last maintenance into the indexes now (the service also
+    does this on its own cadence); used by benchmarks and before backups."""
+    await core.optimize()
+    return await core.info()

@@ -30,6 +30,7 @@ from libs.contracts import (
     UpsertResponse,
 )
 from libs.errors import InvalidInputError, MvdbError, StoreError
+from services.index.metrics import OPTIMIZE_SECONDS, SEARCH_SECONDS, STORED
 from services.index.settings import IndexSettings
 from services.index.store import IndexStore
 
@@ -87,6 +88,7 @@ class IndexCore:
                 self._wake = asyncio.Event()
                 self._maintenance = asyncio.create_task(self._maintain(store))
                 self._store = store
+                STORED.watch(store)
         return self._store
 
     async def aclose(self) -> None:
@@ -111,7 +113,8 @@ class IndexCore:
             if not store.optimize_due():
                 continue
             try:
-                await anyio.to_thread.run_sync(store.optimize)
+                with OPTIMIZE_SECONDS.time():
+                    await anyio.to_thread.run_sync(store.optimize)
             except Exception:
                 # Search still finds unindexed rows; the next round tries again.
                 log.exception("optimizing the index failed")
@@ -127,7 +130,8 @@ class IndexCore:
 
     async def optimize(self) -> None:
         """Fold new rows into the indexes now (benchmarks, tests, before a backup)."""
-        await self._run(lambda store: store.optimize())
+        with OPTIMIZE_SECONDS.time():
+            await self._run(lambda store: store.optimize())
 
     @property
     def store(self) -> IndexStore | None:
@@ -146,7 +150,8 @@ class IndexCore:
         return response
 
     async def search(self, request: IndexSearchRequest) -> SearchResult:
-        return await self._run(lambda store: store.search(request))
+        with SEARCH_SECONDS.labels(request.mode).time():
+            return await self._run(lambda store: store.search(request))
 
     async def list_documents(
         self, library: str | None, limit: int, offset: int
