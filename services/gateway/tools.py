@@ -26,8 +26,11 @@ from pydantic import BaseModel, Field, ValidationError
 
 from libs import SERVER_NAME, SERVER_VERSION
 from libs.contracts import (
+    MAX_CONTEXT_CHUNKS,
+    MAX_TOKENS_LIMIT,
     DocIdInput,
     ErrorResult,
+    GetDocumentInput,
     IndexSearchRequest,
     IngestContentInput,
     IngestFileInput,
@@ -164,6 +167,8 @@ class ToolService:
                 top_k=req.top_k,
                 library=req.library,
                 filter=req.filter,
+                max_tokens=req.max_tokens,
+                max_per_document=req.max_per_document,
             )
         )
 
@@ -183,8 +188,8 @@ class ToolService:
 
     @guarded("get_document")
     async def get_document(self, **args: Any) -> BaseModel:
-        req = DocIdInput.model_validate(args)
-        return await self.index.get(req.doc_id)
+        req = GetDocumentInput.model_validate(args)
+        return await self.index.get(req.doc_id, req.chunk_index, req.context)
 
     @guarded("server_info")
     async def server_info(self, **args: Any) -> BaseModel:
@@ -232,6 +237,12 @@ Library = Annotated[str, Field(description="Library (collection) to index into")
 Metadata = Annotated[
     dict[str, Any] | None, Field(description="Arbitrary key-value metadata to attach")
 ]
+FILTER_HELP = (
+    "Conditions, AND-ed. A field is file_type, page, last_modified, source, title, library, "
+    "doc_id, chunk_index or metadata.<key>; a plain value means equality, or an object of "
+    "operators $eq $ne $gt $gte $lt $lte $in $contains, e.g. "
+    '{"file_type": "pdf", "page": {"$gte": 3}, "metadata.author": {"$in": ["Alice", "Bob"]}}'
+)
 WRITE_TOOLS = frozenset(
     {"ingest_file", "ingest_content", "ingest_url", "ingest_folder", "delete_document"}
 )
@@ -294,7 +305,7 @@ def build_mcp_server(
             "BM25 + vector search. Errors come back as {status: error, error, error_code}."
         ),
     )
-    read_only = ToolAnnotations(readOnlyHint=True, openWorldHint=False)
+    read_only = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 
     def refuse_read_only(ctx: Context[Any, Any], tool: str) -> Json | None:
         if access_of is not None and access_of(ctx) != "full":
@@ -379,10 +390,30 @@ def build_mcp_server(
         ] = None,
         filter: Annotated[
             dict[str, Any] | None,
-            Field(description='Field equality filters, AND-ed, e.g. {"file_type": "pdf"}'),
+            Field(description=FILTER_HELP),
+        ] = None,
+        max_tokens: Annotated[
+            int | None,
+            Field(
+                description=(
+                    f"Token budget (1-{MAX_TOKENS_LIMIT}): return the best results, in order, "
+                    "while their content fits; the result says truncated and total_tokens"
+                )
+            ),
+        ] = None,
+        max_per_document: Annotated[
+            int | None,
+            Field(description="At most this many chunks from any one document (>= 1)"),
         ] = None,
     ) -> dict[str, Any]:
-        return await service.search(query=query, top_k=top_k, library=library, filter=filter)
+        return await service.search(
+            query=query,
+            top_k=top_k,
+            library=library,
+            filter=filter,
+            max_tokens=max_tokens,
+            max_per_document=max_per_document,
+        )
 
     @server.tool(description="List indexed documents with metadata.", annotations=read_only)
     async def list_documents(
@@ -408,12 +439,25 @@ def build_mcp_server(
         )
 
     @server.tool(
-        description="Return the full Markdown text of an indexed document.", annotations=read_only
+        description=(
+            "Return the full Markdown text of an indexed document; with chunk_index, only that "
+            "chunk and `context` neighbours on each side (content is then the window's Markdown "
+            "and chunks lists them)."
+        ),
+        annotations=read_only,
     )
     async def get_document(
         doc_id: Annotated[str, Field(description="The document UUID to retrieve")],
+        chunk_index: Annotated[
+            int | None,
+            Field(description="Return only the window around this chunk (a search hit's index)"),
+        ] = None,
+        context: Annotated[
+            int,
+            Field(description=f"Chunks on each side of chunk_index (0-{MAX_CONTEXT_CHUNKS})"),
+        ] = 0,
     ) -> dict[str, Any]:
-        return await service.get_document(doc_id=doc_id)
+        return await service.get_document(doc_id=doc_id, chunk_index=chunk_index, context=context)
 
     @server.tool(
         description=(

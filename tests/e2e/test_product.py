@@ -116,11 +116,11 @@ def test_search_finds_pdf_pages_and_filters(
             assert pages["results"] and {r["page"] for r in pages["results"]} == {3}
 
             scoped = await tools.call("search", query="practices", library="nothing-here")
-            assert scoped == {"results": []}
+            assert scoped == {"results": [], "truncated": False, "total_tokens": 0}
             inject = await tools.call(
                 "search", query="practices", filter={"source": "x' OR '1'='1"}
             )
-            assert inject == {"results": []}
+            assert inject == {"results": [], "truncated": False, "total_tokens": 0}
             unknown = await tools.call("search", query="x", filter={"password": "x"})
             assert unknown["status"] == "error" and unknown["error_code"] == "invalid_input"
             assert "password" in unknown["error"]
@@ -229,7 +229,7 @@ def test_dedup_replace_list_libraries_and_delete(
                 "error_code"
             ] == "not_found"
             empty = await tools.call("search", query="numbat termites", library="notes")
-            assert empty == {"results": []}
+            assert empty == {"results": [], "truncated": False, "total_tokens": 0}
 
     run(go())
 

@@ -62,8 +62,17 @@ async def test_tools_are_listed_with_spec_names_and_params(gateway_url: str) -> 
         names = {t.name for t in listed.tools}
         assert names == EXPECTED_TOOLS
         schema = {t.name: t.input_schema for t in listed.tools}
-        assert set(schema["search"]["properties"]) == {"query", "top_k", "library", "filter"}
+        assert set(schema["search"]["properties"]) == {
+            "query",
+            "top_k",
+            "library",
+            "filter",
+            "max_tokens",
+            "max_per_document",
+        }
         assert schema["search"]["required"] == ["query"]
+        assert set(schema["get_document"]["properties"]) == {"doc_id", "chunk_index", "context"}
+        assert schema["get_document"]["required"] == ["doc_id"]
         assert set(schema["ingest_content"]["required"]) == {"content", "source"}
         assert set(schema["list_documents"]["properties"]) == {"library", "limit", "offset"}
         assert "ctx" not in schema["ingest_file"]["properties"]
@@ -155,3 +164,34 @@ async def test_ingest_folder_endpoint(gateway_url: str, tmp_path: Path) -> None:
         assert bad.status_code == 400 and bad.json()["error_code"] == "invalid_input"
         missing = await http.post("/ingest_folder", json={"folder": str(tmp_path / "no")})
         assert missing.status_code == 400 and "not found" in missing.json()["error"]
+
+
+async def test_search_options_and_document_windows_reach_the_index(gateway_url: str) -> None:
+    async with sse_tools(gateway_url + "/sse", FULL) as tools:
+        ok = await tools.call(
+            "ingest_content", content="otter one\n\notter two\n\notter three", source="otters"
+        )
+        hits = await tools.call(
+            "search",
+            query="otter",
+            filter={"chunk_index": {"$gte": 0}, "metadata.kind": {"$in": ["a", 1]}},
+            max_tokens=500,
+            max_per_document=2,
+        )
+        assert hits["truncated"] is False and isinstance(hits["total_tokens"], int)
+        window = await tools.call("get_document", doc_id=ok["doc_id"], chunk_index=1, context=1)
+        assert [c["chunk_index"] for c in window["chunks"]] == [0, 1, 2]
+        assert (await tools.call("get_document", doc_id=ok["doc_id"]))["chunks"] is None
+
+        bad_op = await tools.call("search", query="otter", filter={"page": {"$regex": "1"}})
+        assert bad_op["error_code"] == "invalid_input"
+        assert "unknown operator '$regex' on filter field 'page'" in bad_op["error"]
+        bad_key = await tools.call("search", query="otter", filter={"metadata.a'b": 1})
+        assert bad_key["error_code"] == "invalid_input" and "metadata keys" in bad_key["error"]
+        for args in ({"max_tokens": 0}, {"max_per_document": 0}, {"max_tokens": 100_001}):
+            refused = await tools.call("search", query="otter", **args)
+            assert refused["error_code"] == "invalid_input", args
+            assert next(iter(args)) in refused["error"]
+        for args in ({"chunk_index": -1}, {"chunk_index": 0, "context": 21}):
+            refused = await tools.call("get_document", doc_id=ok["doc_id"], **args)
+            assert refused["error_code"] == "invalid_input", args
