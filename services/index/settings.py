@@ -51,6 +51,20 @@ class IndexSettings(CommonSettings):
         description="How stale a read may be with respect to another process's writes "
         "(0 = check on every read)",
     )
+    index_vector_index_min_rows: int = Field(
+        default=50_000,
+        ge=256,
+        description="Build an approximate (IVF-SQ) vector index once the chunks table has this "
+        "many rows; below it vector search is exact",
+    )
+    index_vector_nprobes: int = Field(
+        default=20, ge=1, description="IVF partitions probed per query (unfiltered)"
+    )
+    index_vector_refine_factor: int = Field(
+        default=5,
+        ge=1,
+        description="Candidates re-ranked with exact distances, as a multiple of the limit",
+    )
     index_max_body_bytes: int = Field(
         default=64 * 1024 * 1024,
         ge=1024,

@@ -31,6 +31,7 @@ import base64
 import dataclasses
 import json
 import logging
+import math
 import threading
 import time
 import uuid
@@ -43,7 +44,7 @@ import lancedb
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from lancedb.index import FTS, BTree
+from lancedb.index import FTS, BTree, IvfSq
 from lancedb.query import FullTextOperator, LanceVectorQueryBuilder, MatchQuery
 from lancedb.table import Table
 
@@ -321,6 +322,7 @@ class IndexStore:
         self._writes_since_optimize = 0
         self._dirty_since: float | None = None
         self._tokens = TokenCounter()
+        self._ivf_partitions = 0
         self._open_tables()
         self.reconcile()
 
@@ -339,6 +341,7 @@ class IndexStore:
                 chunks = self._db.open_table(CHUNKS)
                 self._upgrade_chunks(chunks)
                 self._ensure_chunk_indexes(chunks)
+                self._read_vector_index(chunks)
                 self._chunks = chunks
 
     def _tables(self) -> tuple[Table | None, Table | None]:
@@ -721,13 +724,24 @@ class IndexStore:
             row["_leg_score"] = float(row.pop("_score"))
         return rows
 
-    @staticmethod
     def _vector_leg(
-        chunks: Table, vector: Matrix, where: str | None, depth: int
+        self, chunks: Table, vector: Matrix, where: str | None, depth: int
     ) -> list[dict[str, Any]]:
         query = chunks.search(vector[0], query_type="vector", vector_column_name="vector")
         assert isinstance(query, LanceVectorQueryBuilder)
         query = query.distance_type("cosine")
+        partitions = self._vector_partitions
+        if partitions:
+            # Approximate search: probe more partitions when a filter keeps few rows, since
+            # the nearest allowed rows may then sit in partitions the default probes miss.
+            nprobes = self.settings.index_vector_nprobes
+            if where:
+                total = max(chunks.count_rows(), 1)
+                kept = max(chunks.count_rows(where), 1)
+                nprobes = math.ceil(nprobes * total / kept)
+            query = query.nprobes(min(nprobes, partitions)).refine_factor(
+                self.settings.index_vector_refine_factor
+            )
         if where:
             query = query.where(where, prefilter=True)
         rows: list[dict[str, Any]] = (
@@ -736,6 +750,44 @@ class IndexStore:
         for row in rows:
             row["_leg_score"] = 1.0 - float(row.pop("_distance"))
         return rows
+
+    @property
+    def _vector_partitions(self) -> int:
+        """IVF partitions of the vector index, 0 while vector search is exact."""
+        return self._ivf_partitions
+
+    def _maybe_build_vector_index(self, chunks: Table) -> None:
+        """Past `index_vector_index_min_rows`, build the IVF-SQ index once; `optimize` then
+        folds new rows into it incrementally (rows not yet folded are searched exactly)."""
+        if self._ivf_partitions:
+            return
+        rows = chunks.count_rows()
+        if rows < self.settings.index_vector_index_min_rows:
+            return
+        partitions = max(16, int(math.sqrt(rows)))
+        started = time.perf_counter()
+        chunks.create_index(
+            "vector", config=IvfSq(distance_type="cosine", num_partitions=partitions)
+        )
+        self._ivf_partitions = partitions
+        log.info(
+            "built the approximate vector index",
+            extra={
+                "fields": {
+                    "rows": rows,
+                    "partitions": partitions,
+                    "seconds": round(time.perf_counter() - started, 2),
+                }
+            },
+        )
+
+    def _read_vector_index(self, chunks: Table) -> None:
+        for index in chunks.list_indices():
+            if tuple(index.columns) == ("vector",):
+                stats = chunks.index_stats(index.name)
+                parts = getattr(stats, "num_partitions", None) if stats else None
+                self._ivf_partitions = int(parts or max(16, int(math.sqrt(chunks.count_rows()))))
+                return
 
     def _fuse(self, legs: list[list[dict[str, Any]]]) -> list[tuple[dict[str, Any], float]]:
         """Reciprocal rank fusion: each leg adds 1 / (k + rank) for every chunk it found;
@@ -1033,6 +1085,8 @@ class IndexStore:
             for table in (self._documents, self._chunks):
                 if table is not None:
                     table.optimize(cleanup_older_than=retention)
+            if self._chunks is not None:
+                self._maybe_build_vector_index(self._chunks)
             self._writes_since_optimize = 0
             self._dirty_since = None
         log.info(
