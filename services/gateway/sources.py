@@ -32,6 +32,10 @@ from libs.errors import (
 )
 from libs.formats import extension_of, is_convertible, is_supported
 
+# Linux's limits; a longer path can only fail, and `stat` would fail with an OSError.
+_PATH_MAX = 4096
+_NAME_MAX = 255
+
 
 @dataclass(frozen=True)
 class PathPolicy:
@@ -47,6 +51,14 @@ class PathPolicy:
             raise InvalidInputError("path is empty; pass the path of a file on the server")
         if "\x00" in raw:
             raise InvalidInputError("path contains a NUL character")
+        try:
+            encoded = os.fsencode(raw)
+        except UnicodeEncodeError as exc:
+            raise InvalidInputError("path is not valid text for this file system") from exc
+        if len(encoded) > _PATH_MAX or any(len(part) > _NAME_MAX for part in encoded.split(b"/")):
+            raise InvalidInputError(
+                f"path is too long (at most {_PATH_MAX} bytes, {_NAME_MAX} per name)"
+            )
         candidate = Path(raw).expanduser()
         if not candidate.is_absolute() and self.roots:
             candidate = self.roots[0] / candidate
@@ -61,16 +73,19 @@ class PathPolicy:
 
 
 def read_file(path: Path, max_bytes: int) -> bytes:
-    if not path.exists():
-        raise FileAccessError(
-            f"file not found on the server: {path}; check the path with "
-            "server_info(check_path=...) or upload the file with POST /upload"
-        )
-    if path.is_dir():
-        raise FileAccessError(f"{path} is a folder; use ingest_folder for folders")
-    if not path.is_file():
-        raise FileAccessError(f"{path} is not a regular file")
-    size = path.stat().st_size
+    try:
+        if not path.exists():
+            raise FileAccessError(
+                f"file not found on the server: {path}; check the path with "
+                "server_info(check_path=...) or upload the file with POST /upload"
+            )
+        if path.is_dir():
+            raise FileAccessError(f"{path} is a folder; use ingest_folder for folders")
+        if not path.is_file():
+            raise FileAccessError(f"{path} is not a regular file")
+        size = path.stat().st_size
+    except OSError as exc:
+        raise FileAccessError(f"cannot look at {path}: {exc.strerror or exc}") from exc
     if size > max_bytes:
         raise TooLargeError(f"{path} is {size} bytes, over the {max_bytes}-byte limit")
     try:
@@ -88,10 +103,13 @@ class FolderScan:
 
 
 def scan_folder(folder: Path, recursive: bool) -> FolderScan:
-    if not folder.exists():
-        raise FileAccessError(f"folder not found on the server: {folder}")
-    if not folder.is_dir():
-        raise FileAccessError(f"{folder} is a file, not a folder; use ingest_file for one file")
+    try:
+        if not folder.exists():
+            raise FileAccessError(f"folder not found on the server: {folder}")
+        if not folder.is_dir():
+            raise FileAccessError(f"{folder} is a file, not a folder; use ingest_file for one file")
+    except OSError as exc:
+        raise FileAccessError(f"cannot look at {folder}: {exc.strerror or exc}") from exc
     files: list[Path] = []
     ignored: list[Path] = []
     iterator = folder.rglob("*") if recursive else folder.glob("*")

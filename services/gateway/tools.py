@@ -219,16 +219,17 @@ class ToolService:
             path = self.pipeline.paths.resolve(raw)
         except (InvalidInputError, PathNotAllowedError) as exc:
             return PathCheck(path=raw, readable=False, error=exc.message)
-        if not path.exists():
-            return PathCheck(path=str(path), readable=False, error="file does not exist")
-        if not path.is_file():
-            return PathCheck(path=str(path), readable=False, error="not a regular file")
         try:
+            if not path.exists():
+                return PathCheck(path=str(path), readable=False, error="file does not exist")
+            if not path.is_file():
+                return PathCheck(path=str(path), readable=False, error="not a regular file")
             with path.open("rb") as handle:
                 handle.read(1)
+            size = path.stat().st_size
         except OSError as exc:
             return PathCheck(path=str(path), readable=False, error=exc.strerror or str(exc))
-        return PathCheck(path=str(path), readable=True, size_bytes=path.stat().st_size)
+        return PathCheck(path=str(path), readable=True, size_bytes=size)
 
 
 # ------------------------------------------------------------------------ MCP server

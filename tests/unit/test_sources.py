@@ -7,8 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from libs.errors import FetchError, InvalidInputError, PathNotAllowedError
-from services.gateway.sources import PathPolicy, UrlPolicy, _filename_for, _is_public
+from libs.errors import FetchError, FileAccessError, InvalidInputError, PathNotAllowedError
+from services.gateway.sources import (
+    PathPolicy,
+    UrlPolicy,
+    _filename_for,
+    _is_public,
+    read_file,
+    scan_folder,
+)
 
 
 def test_without_roots_any_path_resolves(tmp_path: Path) -> None:
@@ -79,3 +86,18 @@ def test_filenames_follow_content_type() -> None:
     assert _filename_for("https://x.org/a/report.pdf", "application/pdf") == "report.pdf"
     with pytest.raises(FetchError, match="content type"):
         _filename_for("https://x.org/blob", "application/octet-stream")
+
+
+def test_paths_that_cannot_exist_are_invalid_input_not_os_errors(tmp_path: Path) -> None:
+    policy = PathPolicy.from_roots([tmp_path])
+    for bad in ("a" * 300 + ".txt", "x/" * 2100, "\ud800.txt"):
+        with pytest.raises(InvalidInputError, match=r"too long|not valid text"):
+            policy.resolve(bad)
+
+
+def test_os_errors_while_looking_at_a_path_are_file_access_errors(tmp_path: Path) -> None:
+    too_long = tmp_path / ("a" * 300)  # stat fails with ENAMETOOLONG, not "missing"
+    with pytest.raises(FileAccessError, match="cannot look at"):
+        read_file(too_long, 100)
+    with pytest.raises(FileAccessError, match="cannot look at"):
+        scan_folder(too_long, recursive=True)
