@@ -46,7 +46,17 @@ def _alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True
-    return True
+    return not _zombie(pid)
+
+
+def _zombie(pid: int) -> bool:
+    """A crashed service that nobody reaped (no init in a container) still answers kill(0);
+    it must count as stopped, or `up` would not restart it."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rpartition(")")[2].split()[:1] == ["Z"]
 
 
 def _running_pid(settings: CommonSettings, name: str) -> int | None:
