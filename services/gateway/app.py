@@ -9,6 +9,7 @@ by the `ports` factory given to `create_app`.
 from __future__ import annotations
 
 import ipaddress
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
@@ -31,6 +32,8 @@ from services.gateway.hosts import HostCheckMiddleware
 from services.gateway.pipeline import Pipeline
 from services.gateway.settings import GatewaySettings
 from services.gateway.tools import ToolService, build_mcp_server, model_cache_dir
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -75,7 +78,16 @@ def _is_loopback(host: str) -> bool:
 
 
 def check_exposure(settings: GatewaySettings, host: str) -> None:
-    """Refuse to listen beyond loopback without a token, unless explicitly told to."""
+    """Refuse to listen beyond loopback without a token, unless explicitly told to. Warn when
+    callers from elsewhere (a non-loopback address, or tokens, which mean a tunnel or proxy)
+    could have any file of the server user read: that needs INGEST_ROOTS."""
+    tokens = bool(settings.auth_token or settings.read_only_token)
+    if (tokens or not _is_loopback(host)) and not settings.ingest_roots:
+        log.warning(
+            "INGEST_ROOTS is not set: ingest_file and ingest_folder may read any file this "
+            "user can read, and get_document then shows it to the caller; set INGEST_ROOTS "
+            "to the folders meant for ingestion (see docs/security.md)"
+        )
     if _is_loopback(host) or settings.auth_token or settings.allow_unauthenticated_remote:
         return
     raise InvalidInputError(

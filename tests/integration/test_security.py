@@ -288,6 +288,30 @@ def test_the_gateway_refuses_to_listen_beyond_loopback_without_a_token() -> None
     assert "refusing to listen on 0.0.0.0 without AUTH_TOKEN" in result.stderr
 
 
+@pytest.mark.parametrize(
+    ("host", "tokens", "roots", "warned"),
+    [
+        ("127.0.0.1", [], [], False),  # a local user's own gateway
+        ("127.0.0.1", ["t"], [], True),  # a token means callers through a tunnel or proxy
+        ("0.0.0.0", ["t"], [], True),
+        ("0.0.0.0", ["t"], ["/srv/ingest"], False),
+    ],
+)
+def test_exposing_the_gateway_without_ingest_roots_is_warned_about(
+    caplog: pytest.LogCaptureFixture, host: str, tokens: list[str], roots: list[str], warned: bool
+) -> None:
+    from services.gateway.app import check_exposure
+
+    settings = GatewaySettings(
+        _env_file=None,  # type: ignore[call-arg]
+        auth_token=tokens,
+        ingest_roots=[Path(r) for r in roots],
+    )
+    with caplog.at_level("WARNING", logger="services.gateway.app"):
+        check_exposure(settings, host)
+    assert ("INGEST_ROOTS is not set" in caplog.text) is warned
+
+
 # ------------------------------------------------------- hostile files, real converter
 
 TIMEOUT_S = 0.5
