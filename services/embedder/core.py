@@ -1,9 +1,10 @@
-"""In-process embedder port, with micro-batching across concurrent requests.
+"""In-process embedder port: micro-batching across concurrent requests, queries first.
 
-Requests are queued; one worker takes whatever has arrived (up to `embed_coalesce_texts`
-texts, waiting at most `embed_coalesce_wait_ms` for company), runs one model call per kind in
-a thread, and hands each caller its rows. Many small requests (one query, a two-chunk note)
-then share ONNX runs and length-sorted batches instead of paying for each alone, and the
+Requests are queued and cut into slices of at most `embed_coalesce_texts` texts. One worker
+runs the model: every waiting query slice first (they are short and someone is waiting on
+each), then one model call's worth of document slices, gathered across requests so that
+many small requests share ONNX runs and length-sorted batches. A search that arrives during
+a large ingest therefore waits for at most one slice, not for the whole ingest, and the
 event loop never blocks on the model.
 """
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections import deque
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -28,9 +30,18 @@ from services.embedder.settings import EmbedderSettings
 class _Job:
     texts: list[str]
     kind: EmbedKind
+    out: Matrix
+    remaining: int
     done: asyncio.Future[Matrix] = field(
         default_factory=lambda: asyncio.get_running_loop().create_future()
     )
+
+
+@dataclass(frozen=True)
+class _Slice:
+    job: _Job
+    start: int
+    end: int
 
 
 class EmbedderCore:
@@ -43,7 +54,8 @@ class EmbedderCore:
             batch_size=settings.embed_batch_size,
             threads=settings.embed_threads,
         )
-        self._queue: asyncio.Queue[_Job] | None = None
+        self._pending: dict[EmbedKind, deque[_Slice]] = {"query": deque(), "document": deque()}
+        self._arrived: asyncio.Event | None = None
         self._worker: asyncio.Task[None] | None = None
 
     async def info(self) -> ModelInfo:
@@ -54,44 +66,52 @@ class EmbedderCore:
             raise InvalidInputError(
                 f"{len(texts)} texts in one request; send at most {self.settings.embed_max_texts}"
             )
+        dim = self._model.spec.dim
         if not texts:
-            return np.zeros((0, self._model.spec.dim), dtype=np.float32)
-        job = _Job(list(texts), kind)
-        self._ensure_worker().put_nowait(job)
+            return np.zeros((0, dim), dtype=np.float32)
+        step = self.settings.embed_coalesce_texts
+        job = _Job(list(texts), kind, np.empty((len(texts), dim), np.float32), len(texts))
+        for start in range(0, len(texts), step):
+            self._pending[kind].append(_Slice(job, start, min(start + step, len(texts))))
+        self._wake()
         return await job.done
 
-    def _ensure_worker(self) -> asyncio.Queue[_Job]:
-        if self._queue is None or self._worker is None or self._worker.done():
-            self._queue = asyncio.Queue()
-            self._worker = asyncio.create_task(self._run(self._queue))
-        return self._queue
+    def _wake(self) -> None:
+        if self._worker is None or self._worker.done():
+            self._arrived = asyncio.Event()
+            self._worker = asyncio.create_task(self._run())
+        assert self._arrived is not None
+        self._arrived.set()
 
-    async def _run(self, queue: asyncio.Queue[_Job]) -> None:
-        limit = self.settings.embed_coalesce_texts
+    async def _run(self) -> None:
+        assert self._arrived is not None
         wait_s = self.settings.embed_coalesce_wait_ms / 1000
         while True:
-            jobs = [await queue.get()]
-            size = len(jobs[0].texts)
-            deadline = time.perf_counter() + wait_s
-            while size < limit:
-                remaining = deadline - time.perf_counter()
-                try:
-                    job = (
-                        queue.get_nowait()
-                        if remaining <= 0
-                        else await asyncio.wait_for(queue.get(), remaining)
-                    )
-                except (asyncio.QueueEmpty, TimeoutError):
-                    break
-                jobs.append(job)
-                size += len(job.texts)
-            for kind in ("query", "document"):
-                group = [j for j in jobs if j.kind == kind and not j.done.cancelled()]
-                if group:
-                    await self._serve(group, kind)
+            if not (self._pending["query"] or self._pending["document"]):
+                self._arrived.clear()
+                await self._arrived.wait()
+                if wait_s:
+                    # A lone request waits briefly for others to share its model call.
+                    await asyncio.sleep(wait_s)
+            kind: EmbedKind = "query" if self._pending["query"] else "document"
+            await self._serve(kind, self._take(kind))
 
-    async def _serve(self, jobs: list[_Job], kind: EmbedKind) -> None:
-        texts = [t for job in jobs for t in job.texts]
+    def _take(self, kind: EmbedKind) -> list[_Slice]:
+        queue = self._pending[kind]
+        taken: list[_Slice] = []
+        size = 0
+        while queue and size < self.settings.embed_coalesce_texts:
+            piece = queue.popleft()
+            if piece.job.done.done():
+                continue  # the caller went away
+            taken.append(piece)
+            size += piece.end - piece.start
+        return taken
+
+    async def _serve(self, kind: EmbedKind, pieces: list[_Slice]) -> None:
+        if not pieces:
+            return
+        texts = [t for p in pieces for t in p.job.texts[p.start : p.end]]
         started = time.perf_counter()
         try:
             vectors = await asyncio.to_thread(self._model.embed, texts, kind)
@@ -101,19 +121,22 @@ class EmbedderCore:
                 if isinstance(exc, InvalidInputError)
                 else UpstreamError(f"the embedding model failed: {type(exc).__name__}: {exc}")
             )
-            for job in jobs:
-                if not job.done.done():
-                    job.done.set_exception(error)
+            for piece in pieces:
+                if not piece.job.done.done():
+                    piece.job.done.set_exception(error)
             return
         EMBED_SECONDS.labels(kind).observe(time.perf_counter() - started)
         EMBED_BATCH.labels(kind).observe(len(texts))
         EMBED_TEXTS.labels(kind).inc(len(texts))
         offset = 0
-        for job in jobs:
-            rows = vectors[offset : offset + len(job.texts)]
-            offset += len(job.texts)
-            if not job.done.done():
-                job.done.set_result(rows)
+        for piece in pieces:
+            count = piece.end - piece.start
+            job = piece.job
+            job.out[piece.start : piece.end] = vectors[offset : offset + count]
+            offset += count
+            job.remaining -= count
+            if job.remaining == 0 and not job.done.done():
+                job.done.set_result(job.out)
 
     async def ready(self) -> tuple[bool, str]:
         return True, f"{self._model.spec.name} loaded"

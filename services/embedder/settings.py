@@ -22,10 +22,11 @@ class EmbedderSettings(CommonSettings):
         "0.84 GB at 16, 1.5 GB at 32) while throughput barely changes on CPU",
     )
     embed_coalesce_texts: int = Field(
-        default=64,
+        default=16,
         ge=1,
         le=4096,
-        description="Texts from concurrent requests gathered into one model call",
+        description="Texts per model call, gathered across concurrent requests; a search "
+        "waits for at most one such call of an ongoing ingest",
     )
     embed_coalesce_wait_ms: float = Field(
         default=2.0,

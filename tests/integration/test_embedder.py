@@ -104,3 +104,16 @@ async def test_model_dir_is_assembled_from_the_packages(
     assert (await core.info()).dim == 384
     folder = Path(settings.var_dir) / "models" / "bundled-minilm"
     assert (folder / "model.onnx").exists() and (folder / "tokenizer.json").exists()
+
+
+async def test_a_query_does_not_wait_for_a_whole_ingest(core: EmbedderCore) -> None:
+    ingest = asyncio.create_task(
+        core.embed([f"paragraph {i} " + "long text " * 100 for i in range(160)], "document")
+    )
+    await asyncio.sleep(0.05)
+    query = await core.embed(["where is the river"], "query")
+    assert query.shape == (1, 384)
+    assert not ingest.done(), "the query waited for the whole ingest"
+    vectors = await ingest
+    assert vectors.shape == (160, 384)
+    assert np.isfinite(vectors).all() and np.allclose(np.linalg.norm(vectors, axis=1), 1, atol=1e-3)
