@@ -56,12 +56,16 @@ down: ## Stop the services started by `make up`
 status: install ## Show whether the services are ready
 	@$(PY) -m services.cluster status
 
-bench: bench-quality ## Run the benchmarks
+bench: bench-quality bench-perf bench-load ## Run every benchmark (slow; not part of make test)
 
 bench-quality: install ## Retrieval quality on a BEIR set (DATASET=path, default shared SciFact)
 	$(PY) -m bench.quality $(or $(DATASET),../shared/data/retrieval/scifact)
+
+bench-perf: install ## Throughput, growth, search latency at 10k/100k chunks, memory, ANN recall (PERF_ARGS=...)
+	$(PY) -m bench.perf $(PERF_ARGS)
 
 clean: down ## Remove the environment and local data
 	rm -rf $(VENV) var
 
 include deploy/deploy.mk
+include bench/bench.mk
