@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import uuid
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from datetime import UTC, datetime
 
 import numpy as np
@@ -37,6 +39,8 @@ from libs.contracts import (
 from libs.errors import ConversionError, NotFoundError, UnsupportedFormatError
 from libs.formats import is_convertible
 from libs.vectors import Matrix, decode
+from services.gateway.app import Ports
+from services.gateway.settings import GatewaySettings
 
 
 class FakeConverter:
@@ -214,3 +218,13 @@ class FakeIndex:
 
     async def ready(self) -> tuple[bool, str]:
         return True, "fake"
+
+
+def fake_ports() -> Callable[[GatewaySettings], AbstractAsyncContextManager[Ports]]:
+    """A gateway `ports` factory that gives each app fresh fakes."""
+
+    @asynccontextmanager
+    async def factory(settings: GatewaySettings) -> AsyncIterator[Ports]:
+        yield Ports(FakeConverter(), FakeEmbedder(), FakeIndex())
+
+    return factory

@@ -19,8 +19,7 @@ import json
 import threading
 import time
 import zipfile
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -44,10 +43,10 @@ from libs.contracts import (
     ServerInfoResult,
 )
 from libs.filters import FIELDS, OPERATORS
-from services.gateway.app import Ports, create_app
+from services.gateway.app import create_app
 from services.gateway.settings import GatewaySettings
 from tests.conftest import SHARED_FILES
-from tests.fakes import FakeConverter, FakeEmbedder, FakeIndex
+from tests.fakes import fake_ports
 from tests.servers import serve
 
 pytestmark = pytest.mark.integration
@@ -241,14 +240,6 @@ def assert_clean(tool: str, result: CallToolResult) -> dict[str, Any]:
 # ------------------------------------------------------------------ gateway on fakes
 
 
-def _fake_ports() -> Any:
-    @asynccontextmanager
-    async def factory(settings: GatewaySettings) -> AsyncIterator[Ports]:
-        yield Ports(FakeConverter(), FakeEmbedder(), FakeIndex())
-
-    return factory
-
-
 @pytest.fixture(scope="module")
 def fake_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("ingest-root")
@@ -267,7 +258,7 @@ def fake_gateway(tmp_path_factory: pytest.TempPathFactory, fake_root: Path) -> I
         max_upload_bytes=50_000,
         fetch_timeout_s=3,
     )
-    with serve(create_app(gateway_settings, _fake_ports())) as url:
+    with serve(create_app(gateway_settings, fake_ports())) as url:
         yield url
 
 

@@ -3,16 +3,15 @@ downstream ports: tool names and schemas, structured results, structured errors.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
-from services.gateway.app import Ports, create_app
+from services.gateway.app import create_app
 from services.gateway.settings import GatewaySettings
-from tests.fakes import FakeConverter, FakeEmbedder, FakeIndex
+from tests.fakes import fake_ports
 from tests.mcp_client import sse_tools
 from tests.servers import serve
 
@@ -30,14 +29,6 @@ EXPECTED_TOOLS = {
 }
 
 
-def _fake_ports() -> object:
-    @asynccontextmanager
-    async def factory(settings: GatewaySettings) -> AsyncIterator[Ports]:
-        yield Ports(FakeConverter(), FakeEmbedder(), FakeIndex())
-
-    return factory
-
-
 @pytest.fixture(scope="module")
 def gateway_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     settings = GatewaySettings(
@@ -47,7 +38,7 @@ def gateway_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         read_only_token=["read-token"],
         max_upload_bytes=2000,
     )
-    with serve(create_app(settings, _fake_ports())) as url:  # type: ignore[arg-type]
+    with serve(create_app(settings, fake_ports())) as url:  # type: ignore[arg-type]
         yield url
 
 

@@ -39,7 +39,7 @@ from services.converter.settings import ConverterSettings
 from services.gateway.app import Ports, create_app
 from services.gateway.settings import GatewaySettings
 from tests.conftest import REPO, SHARED_FILES
-from tests.fakes import FakeConverter, FakeEmbedder, FakeIndex
+from tests.fakes import FakeEmbedder, FakeIndex, fake_ports
 from tests.mcp_client import sse_tools
 from tests.servers import serve
 
@@ -73,14 +73,6 @@ def layout(tmp_path_factory: pytest.TempPathFactory) -> Layout:
     return Layout(root, outside)
 
 
-def _fake_ports() -> Any:
-    @asynccontextmanager
-    async def factory(settings: GatewaySettings) -> AsyncIterator[Ports]:
-        yield Ports(FakeConverter(), FakeEmbedder(), FakeIndex())
-
-    return factory
-
-
 @pytest.fixture(scope="module")
 def gateway(tmp_path_factory: pytest.TempPathFactory, layout: Layout) -> Iterator[str]:
     settings = GatewaySettings(
@@ -91,7 +83,7 @@ def gateway(tmp_path_factory: pytest.TempPathFactory, layout: Layout) -> Iterato
         ingest_roots=[layout.root],
         allowed_hosts=["mcp.example.org"],
     )
-    with serve(create_app(settings, _fake_ports())) as url:
+    with serve(create_app(settings, fake_ports())) as url:
         yield url
 
 
