@@ -31,9 +31,11 @@ class IndexSettings(CommonSettings):
         description="Each leg fetches max(INDEX_CANDIDATES_MIN, this x top_k) candidates",
     )
     index_optimize_every_writes: int = Field(
-        default=20,
+        default=500,
         ge=1,
-        description="Fold new rows into the indexes (optimize) after this many writes",
+        description="Fold new rows into the indexes (optimize) after this many writes; "
+        "optimize holds the write lock and costs more as the table grows, so a busy ingest "
+        "should not pay for it every few documents (unfolded rows are still searched)",
     )
     index_optimize_interval_s: float = Field(
         default=60.0,
