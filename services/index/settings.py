@@ -67,6 +67,12 @@ class IndexSettings(CommonSettings):
         ge=1,
         description="Candidates re-ranked with exact distances, as a multiple of the limit",
     )
+    index_cache_mb: int = Field(
+        default=256, ge=8, description="LanceDB index cache (IVF partitions, FTS, B-trees), MiB"
+    )
+    index_metadata_cache_mb: int = Field(
+        default=32, ge=4, description="LanceDB metadata cache (manifests, fragments), MiB"
+    )
     index_max_body_bytes: int = Field(
         default=64 * 1024 * 1024,
         ge=1024,

@@ -308,9 +308,16 @@ class IndexStore:
         self.uri = settings.lancedb_uri
         self._write_lock = threading.RLock()
         self._handles_lock = threading.Lock()
+        # Bounded caches: Lance's defaults let index and manifest caches grow with every
+        # table version a busy ingest writes.
+        session = lancedb.Session(
+            index_cache_size_bytes=settings.index_cache_mb * 1024 * 1024,
+            metadata_cache_size_bytes=settings.index_metadata_cache_mb * 1024 * 1024,
+        )
         self._db = lancedb.connect(
             self.uri,
             read_consistency_interval=timedelta(seconds=settings.index_read_consistency_s),
+            session=session,
         )
         self._documents: Table | None = None
         self._chunks: Table | None = None
