@@ -222,7 +222,8 @@ def _metadata_title(document: pdfium.PdfDocument) -> str:
 
 
 def sensible_title(raw: str) -> str:
-    """A metadata title worth showing, or "" for placeholders and file names."""
+    """A metadata title worth showing, or "" for generic stand-ins ("Untitled",
+    "Microsoft Word - x.docx") and file names."""
     title = " ".join(unicodedata.normalize("NFC", raw).split())
     if not 2 <= len(title) <= 300 or not any(ch.isalpha() for ch in title):
         return ""
