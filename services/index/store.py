@@ -36,6 +36,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
@@ -330,6 +331,8 @@ class IndexStore:
         self._dirty_since: float | None = None
         self._tokens = TokenCounter()
         self._ivf_partitions = 0
+        self._selectivity_cache: dict[tuple[int, str], float] = {}
+        self._legs_pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="fts-leg")
         self._open_tables()
         self.reconcile()
 
@@ -454,6 +457,7 @@ class IndexStore:
         with self._handles_lock:
             self._documents = None
             self._chunks = None
+        self._legs_pool.shutdown(wait=False, cancel_futures=True)
 
     def ping(self) -> str:
         names = self._db.list_tables().tables
@@ -662,11 +666,20 @@ class IndexStore:
         )
 
         def run_legs() -> list[list[dict[str, Any]]]:
+            # The two legs are independent and Lance releases the GIL: run them side by side.
+            fts = (
+                self._legs_pool.submit(self._fts_leg, chunks, text, where, depth)
+                if mode != "vector" and text
+                else None
+            )
             legs: list[list[dict[str, Any]]] = []
-            if mode != "vector" and text:
-                legs.append(self._fts_leg(chunks, text, where, depth))
-            if vector is not None:
-                legs.append(self._vector_leg(chunks, vector, where, depth))
+            vector_rows = (
+                self._vector_leg(chunks, vector, where, depth) if vector is not None else None
+            )
+            if fts is not None:
+                legs.append(fts.result())
+            if vector_rows is not None:
+                legs.append(vector_rows)
             return legs
 
         while True:
@@ -743,9 +756,7 @@ class IndexStore:
             # the nearest allowed rows may then sit in partitions the default probes miss.
             nprobes = self.settings.index_vector_nprobes
             if where:
-                total = max(chunks.count_rows(), 1)
-                kept = max(chunks.count_rows(where), 1)
-                nprobes = math.ceil(nprobes * total / kept)
+                nprobes = math.ceil(nprobes / self._selectivity(chunks, where))
             query = query.nprobes(min(nprobes, partitions)).refine_factor(
                 self.settings.index_vector_refine_factor
             )
@@ -757,6 +768,18 @@ class IndexStore:
         for row in rows:
             row["_leg_score"] = 1.0 - float(row.pop("_distance"))
         return rows
+
+    def _selectivity(self, chunks: Table, where: str) -> float:
+        """Share of rows a filter keeps, counted once per table version and filter."""
+        key = (chunks.version, where)
+        share = self._selectivity_cache.get(key)
+        if share is None:
+            total = max(chunks.count_rows(), 1)
+            share = max(chunks.count_rows(where), 1) / total
+            if len(self._selectivity_cache) >= 256:
+                self._selectivity_cache.clear()
+            self._selectivity_cache[key] = share
+        return share
 
     @property
     def _vector_partitions(self) -> int:
