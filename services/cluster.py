@@ -123,7 +123,7 @@ def up(settings: CommonSettings, wait_s: float) -> int:
         return 1
     gateway = _url(settings, "gateway")
     print()
-    print(f"MCP SSE endpoint:            {gateway}/sse")
+    print(f"MCP SSE endpoint:             {gateway}/sse")
     print(f"MCP streamable HTTP endpoint: {gateway}/mcp")
     print(f"Upload:                       curl -F file=@report.pdf {gateway}/upload")
     return 0
