@@ -24,7 +24,7 @@ from tenacity import (
     wait_random_exponential,
 )
 
-from libs.errors import MvdbError, UpstreamError, from_payload, is_retryable
+from libs.errors import UpstreamError, from_payload, is_retryable
 from libs.telemetry import REQUEST_ID_HEADER, RETRIES, request_id_var
 
 log = logging.getLogger(__name__)
@@ -156,7 +156,3 @@ class ServiceClient:
         except httpx.TransportError as exc:
             return False, f"unreachable ({type(exc).__name__})"
         return response.status_code == 200, f"HTTP {response.status_code}"
-
-
-def error_from_exception(exc: BaseException) -> MvdbError:
-    return exc if isinstance(exc, MvdbError) else MvdbError(f"unexpected error: {exc}")

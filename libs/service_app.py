@@ -22,7 +22,8 @@ def describe_validation(exc: RequestValidationError | Exception) -> str:
     parts = []
     for err in errors[:5]:
         where = ".".join(str(p) for p in err.get("loc", ()) if p not in ("body", "query"))
-        parts.append(f"{where or 'input'}: {err.get('msg', 'invalid')}")
+        msg = str(err.get("msg", "invalid")).removeprefix("Value error, ")
+        parts.append(f"{where or 'input'}: {msg}")
     return "; ".join(parts) or str(exc)
 
 

@@ -45,6 +45,7 @@ from libs.contracts import (
 from libs.errors import InvalidInputError, MvdbError, PathNotAllowedError, UpstreamError
 from libs.formats import SUPPORTED_EXTENSIONS
 from libs.ports import IndexPort
+from libs.service_app import describe_validation
 from libs.vectors import encode
 from services.gateway.metrics import TOOL_CALLS
 from services.gateway.pipeline import Pipeline
@@ -63,20 +64,18 @@ _HTTP_NOTE = (
 )
 
 
-def describe_validation(exc: ValidationError) -> str:
-    parts = []
-    for err in exc.errors()[:5]:
-        where = ".".join(str(p) for p in err.get("loc", ())) or "input"
-        msg = str(err.get("msg", "invalid")).removeprefix("Value error, ")
-        parts.append(f"{where}: {msg}")
-    return "invalid arguments: " + "; ".join(parts)
+def _invalid_arguments(exc: ValidationError) -> Json:
+    message = f"invalid arguments: {describe_validation(exc)}"
+    return ErrorResult(error=message, error_code="invalid_input").model_dump()
 
 
 def error_payload(exc: BaseException) -> Json:
     if isinstance(exc, MvdbError):
         return exc.to_payload()
     if isinstance(exc, ValidationError):
-        return ErrorResult(error=describe_validation(exc), error_code="invalid_input").model_dump()
+        return ErrorResult(
+            error=f"invalid arguments: {describe_validation(exc)}", error_code="invalid_input"
+        ).model_dump()
     return ErrorResult(
         error=f"unexpected error: {type(exc).__name__}: {exc}", error_code="internal_error"
     ).model_dump()
@@ -261,7 +260,8 @@ class _Server(MCPServer[Any]):
             cause = exc.__cause__
             if isinstance(cause, ValidationError):
                 payload = ErrorResult(
-                    error=describe_validation(cause), error_code="invalid_input"
+                    error=f"invalid arguments: {describe_validation(cause)}",
+                    error_code="invalid_input",
                 ).model_dump()
             elif self._tool_manager.get_tool(name) is None:
                 payload = ErrorResult(
