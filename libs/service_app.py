@@ -4,6 +4,7 @@ validation errors in the same shape, `/healthz` and `/metrics`."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -64,4 +65,5 @@ def install_common(app: FastAPI, service: str) -> None:
 
     @app.get("/metrics", include_in_schema=False)
     async def metrics() -> object:
-        return metrics_response()
+        # Collectors may read storage (the index's per-library counts): off the event loop.
+        return await asyncio.to_thread(metrics_response)
