@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import numpy as np
 import pytest
 from fastapi import FastAPI
 
@@ -21,17 +20,9 @@ from libs.http import RetryPolicy
 from libs.vectors import Matrix, encode
 from services.index.app import create_app
 from services.index.settings import IndexSettings
+from tests.index_helpers import DIM, MODEL, unit_vectors
 
 pytestmark = pytest.mark.integration
-
-DIM = 384
-MODEL = "test/minilm"
-
-
-def unit_vectors(n: int, seed: int) -> Matrix:
-    vectors = np.random.default_rng(seed).standard_normal((n, DIM)).astype(np.float32)
-    normalised: Matrix = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
-    return normalised
 
 
 def document(

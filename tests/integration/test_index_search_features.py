@@ -13,7 +13,6 @@ from typing import Any
 
 import httpx
 import lancedb
-import numpy as np
 import pyarrow as pa
 import pytest
 from lancedb.index import BTree
@@ -35,18 +34,11 @@ from services.index.core import IndexCore
 from services.index.settings import IndexSettings
 from services.index.store import DOCUMENTS_SCHEMA, FTS_CONFIG, IndexStore
 from services.index.tokens import TokenCounter
+from tests.index_helpers import DIM, MODEL, unit_vectors
 
 pytestmark = pytest.mark.integration
 
-DIM = 384
-MODEL = "test/minilm"
 MODES: list[SearchMode] = ["bm25", "vector", "hybrid"]
-
-
-def unit_vectors(n: int, seed: int) -> Matrix:
-    vectors = np.random.default_rng(seed).standard_normal((n, DIM)).astype(np.float32)
-    normalised: Matrix = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
-    return normalised
 
 
 def doc(

@@ -20,17 +20,9 @@ from libs.vectors import Matrix, encode
 from services.index.core import IndexCore
 from services.index.settings import IndexSettings
 from services.index.store import PENDING, IndexStore
+from tests.index_helpers import DIM, MODEL, unit_vectors
 
 pytestmark = pytest.mark.integration
-
-DIM = 384
-MODEL = "test/minilm"
-
-
-def unit_vectors(n: int, seed: int) -> Matrix:
-    vectors = np.random.default_rng(seed).standard_normal((n, DIM)).astype(np.float32)
-    normalised: Matrix = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
-    return normalised
 
 
 def upsert_request(
