@@ -22,7 +22,6 @@ async def inprocess_ports(settings: GatewaySettings) -> AsyncIterator[Ports]:
     """Build every core from the same environment the services would read."""
     async with AsyncExitStack() as stack:
         converter = await stack.enter_async_context(Converter(ConverterSettings()))
-        embedder = EmbedderCore(EmbedderSettings())
-        stack.push_async_callback(embedder.aclose)
+        embedder = await stack.enter_async_context(EmbedderCore(EmbedderSettings()))
         index = await stack.enter_async_context(IndexCore(IndexSettings()))
         yield Ports(converter, embedder, index)

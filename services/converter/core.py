@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import logging
 import time
-from types import TracebackType
 
 from prometheus_client import Counter, Histogram
 
 from libs.contracts import ChunkRequest, ConvertResult
 from libs.errors import MvdbError, TooLargeError
+from libs.lifecycle import AsyncLifecycle
 from services.converter.archive import ArchiveLimits
 from services.converter.formats import ROUTES, base_name, extension_of, route_for
 from services.converter.settings import ConverterSettings
@@ -43,7 +43,7 @@ def too_large(limit: int) -> TooLargeError:
     )
 
 
-class Converter:
+class Converter(AsyncLifecycle):
     """Bytes plus a file name in, `ConvertResult` (Markdown, title, type, pages, chunks) out.
 
     Worker processes start on `start()` or on first use and live until `aclose()`; use it as
@@ -71,18 +71,6 @@ class Converter:
     async def start(self) -> None:
         """Launch the worker processes now rather than on the first request."""
         self._pool.start()
-
-    async def __aenter__(self) -> Converter:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
     async def aclose(self) -> None:
         await self._pool.aclose()

@@ -20,6 +20,7 @@ import numpy as np
 
 from libs.contracts import EmbedKind, ModelInfo
 from libs.errors import InvalidInputError, UpstreamError
+from libs.lifecycle import AsyncLifecycle
 from libs.vectors import Matrix
 from services.embedder.embed import Embedder
 from services.embedder.metrics import EMBED_BATCH, EMBED_SECONDS, EMBED_TEXTS
@@ -44,7 +45,7 @@ class _Slice:
     end: int
 
 
-class EmbedderCore:
+class EmbedderCore(AsyncLifecycle):
     def __init__(self, settings: EmbedderSettings) -> None:
         self.settings = settings
         self._model = Embedder(

@@ -11,7 +11,6 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable
-from types import TracebackType
 from typing import TypeVar
 
 import anyio.to_thread
@@ -30,6 +29,7 @@ from libs.contracts import (
     UpsertResponse,
 )
 from libs.errors import InvalidInputError, MvdbError, StoreError
+from libs.lifecycle import AsyncLifecycle
 from services.index.metrics import OPTIMIZE_SECONDS, SEARCH_SECONDS, STORED
 from services.index.settings import IndexSettings
 from services.index.store import IndexStore
@@ -41,7 +41,7 @@ T = TypeVar("T")
 MAX_LIST_LIMIT = 1000
 
 
-class IndexCore:
+class IndexCore(AsyncLifecycle):
     """Implements `libs.ports.IndexPort`; see the module docstring."""
 
     def __init__(self, settings: IndexSettings) -> None:
@@ -51,18 +51,6 @@ class IndexCore:
         self._wake: asyncio.Event | None = None
         self._maintenance: asyncio.Task[None] | None = None
         self._closed = False
-
-    async def __aenter__(self) -> IndexCore:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
     # ---------------------------------------------------------------------- lifecycle
 
