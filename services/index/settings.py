@@ -63,7 +63,7 @@ class IndexSettings(CommonSettings):
         default=20, ge=1, description="IVF partitions probed per query (unfiltered)"
     )
     index_vector_refine_factor: int = Field(
-        default=5,
+        default=2,
         ge=1,
         description="Candidates re-ranked with exact distances, as a multiple of the limit",
     )

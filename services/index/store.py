@@ -46,7 +46,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from lancedb.index import FTS, BTree, IvfSq
-from lancedb.query import FullTextOperator, LanceVectorQueryBuilder, MatchQuery
+from lancedb.query import ColumnOrdering, FullTextOperator, LanceVectorQueryBuilder, MatchQuery
 from lancedb.table import Table
 
 from libs.contracts import (
@@ -125,6 +125,12 @@ DOCUMENT_INFO_COLUMNS = [
     "last_modified",
 ]
 
+# list_documents order: newest first, ties broken by doc_id so pages never overlap.
+NEWEST_FIRST = [
+    ColumnOrdering(column_name="created_at", ascending=False),
+    ColumnOrdering(column_name="doc_id", ascending=True),
+]
+
 GET_COLUMNS = [
     "doc_id",
     "source",
@@ -152,6 +158,11 @@ HIT_COLUMNS = [
     "headings",
     "token_count",
 ]
+
+# What a search leg reads for each candidate: enough to fuse, rank and cap per document.
+# The columns a hit shows (HIT_COLUMNS) are read afterwards for the picked rows only, by row
+# id, so a search reads the text of top_k chunks rather than of every candidate.
+RANK_COLUMNS = ["chunk_id", "doc_id"]
 
 WINDOW_COLUMNS = ["chunk_index", "content", "page", "headings"]
 
@@ -587,27 +598,23 @@ class IndexStore:
         where = LIVE_ONLY if library is None else f"{LIVE_ONLY} AND {equals('library', library)}"
 
         def read() -> ListDocumentsResult:
-            # Sort on the two key columns only, then fetch the page's other columns.
-            keys = documents.search().where(where).select(["doc_id", "created_at"])
-            ordered = (
-                keys.limit(None)
-                .to_arrow()
-                .sort_by([("created_at", "descending"), ("doc_id", "ascending")])
-            )
-            page = ordered.slice(offset, limit)["doc_id"].to_pylist()
-            if not page:
-                return ListDocumentsResult(documents=[], count=0, total=ordered.num_rows)
+            # The sort, offset and limit run inside Lance (a top-k sort): only the page's
+            # rows are materialised, however many documents the store holds.
+            total = documents.count_rows(where)
+            if offset >= total:
+                return ListDocumentsResult(documents=[], count=0, total=total)
             rows = (
                 documents.search()
-                .where(f"{LIVE_ONLY} AND {in_list('doc_id', page)}")
+                .where(where)
                 .select(DOCUMENT_INFO_COLUMNS)
-                .limit(None)
+                .order_by(NEWEST_FIRST)
+                .offset(offset)
+                .limit(limit)
                 .to_arrow()
                 .to_pylist()
             )
-            by_id = {row["doc_id"]: row for row in rows}
-            infos = [self._document_info(by_id[d]) for d in page if d in by_id]
-            return ListDocumentsResult(documents=infos, count=len(infos), total=ordered.num_rows)
+            infos = [self._document_info(row) for row in rows]
+            return ListDocumentsResult(documents=infos, count=len(infos), total=total)
 
         return self._stable(documents, read)
 
@@ -660,12 +667,12 @@ class IndexStore:
             return SearchResult(results=[])
         vector = self._query_vector(request.vector_b64) if mode != "bm25" else None
         top_k, per_document = request.top_k, request.max_per_document
-        depth = max(
+        depth_start = max(
             self.settings.index_candidates_min,
             self.settings.index_candidates_per_result * top_k,
         )
 
-        def run_legs() -> list[list[dict[str, Any]]]:
+        def run_legs(depth: int) -> list[list[dict[str, Any]]]:
             # The two legs are independent and Lance releases the GIL: run them side by side.
             fts = (
                 self._legs_pool.submit(self._fts_leg, chunks, text, where, depth)
@@ -682,17 +689,35 @@ class IndexStore:
                 legs.append(vector_rows)
             return legs
 
-        while True:
-            legs = self._stable(chunks, run_legs)
-            # Hybrid fuses the two legs; the other modes run exactly one leg.
-            ranked = self._fuse(legs) if mode == "hybrid" else self._leg_ranking(legs)
-            picked = _cap_per_document(ranked, top_k, per_document)
-            exhausted = all(len(leg) < depth for leg in legs)
-            if len(picked) >= top_k or exhausted or depth >= _MAX_CANDIDATES:
-                break
-            depth = min(depth * _DEEPEN_FACTOR, _MAX_CANDIDATES)
+        def read() -> list[tuple[dict[str, Any], float]]:
+            # Legs, fusion and the read of the picked rows see one table version: row ids
+            # are only meaningful within it (`_stable` retries when a write lands between).
+            depth = depth_start
+            while True:
+                legs = run_legs(depth)
+                # Hybrid fuses the two legs; the other modes run exactly one leg.
+                ranked = self._fuse(legs) if mode == "hybrid" else self._leg_ranking(legs)
+                picked = _cap_per_document(ranked, top_k, per_document)
+                exhausted = all(len(leg) < depth for leg in legs)
+                if len(picked) >= top_k or exhausted or depth >= _MAX_CANDIDATES:
+                    return self._materialize(chunks, picked)
+                depth = min(depth * _DEEPEN_FACTOR, _MAX_CANDIDATES)
+
+        picked = self._stable(chunks, read)
         self._fill_token_counts([row for row, _ in picked])
         return _within_budget([self._hit(row, score) for row, score in picked], request.max_tokens)
+
+    @staticmethod
+    def _materialize(
+        chunks: Table, picked: list[tuple[dict[str, Any], float]]
+    ) -> list[tuple[dict[str, Any], float]]:
+        """The picked candidates with every column a hit shows, in the same order."""
+        if not picked:
+            return []
+        ids = [row["_rowid"] for row, _ in picked]
+        table = chunks.take_row_ids(ids).select(HIT_COLUMNS).to_arrow()
+        by_id = {row["chunk_id"]: row for row in table.to_pylist()}
+        return [(by_id[row["chunk_id"]], score) for row, score in picked if row["chunk_id"] in by_id]
 
     def _fill_token_counts(self, rows: list[dict[str, Any]]) -> None:
         """Count the rows stored before token counts were kept (NULL)."""
@@ -738,7 +763,11 @@ class IndexStore:
         if where:
             query = query.where(where, prefilter=True)
         rows: list[dict[str, Any]] = (
-            query.select([*HIT_COLUMNS, "_score"]).limit(depth).to_arrow().to_pylist()
+            query.select([*RANK_COLUMNS, "_score"])
+            .with_row_id(True)
+            .limit(depth)
+            .to_arrow()
+            .to_pylist()
         )
         for row in rows:
             row["_leg_score"] = float(row.pop("_score"))
@@ -763,7 +792,11 @@ class IndexStore:
         if where:
             query = query.where(where, prefilter=True)
         rows: list[dict[str, Any]] = (
-            query.select([*HIT_COLUMNS, "_distance"]).limit(depth).to_arrow().to_pylist()
+            query.select([*RANK_COLUMNS, "_distance"])
+            .with_row_id(True)
+            .limit(depth)
+            .to_arrow()
+            .to_pylist()
         )
         for row in rows:
             row["_leg_score"] = 1.0 - float(row.pop("_distance"))
