@@ -91,8 +91,9 @@ class EmbedderCore(AsyncLifecycle):
             if not (self._pending["query"] or self._pending["document"]):
                 self._arrived.clear()
                 await self._arrived.wait()
-                if wait_s:
-                    # A lone request waits briefly for others to share its model call.
+                if wait_s and not self._pending["query"]:
+                    # A lone document request waits briefly for others to share its model
+                    # call; a query is run at once, since someone is waiting on it.
                     await asyncio.sleep(wait_s)
             kind: EmbedKind = "query" if self._pending["query"] else "document"
             await self._serve(kind, self._take(kind))
