@@ -345,7 +345,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         texts = chunk_texts(cluster, folder)
         best = 0.0
         vectors = np.zeros((0, 384), np.float32)
-        for batch_size in (8, 32):
+        for batch_size in (4, 8, 32):
             rate, vectors = raw_fastembed(texts, batch_size)
             best = max(best, rate)
             report.setdefault("raw_fastembed_chunks_per_s", {})[str(batch_size)] = round(rate, 2)

@@ -14,7 +14,11 @@ class ConverterSettings(CommonSettings):
         description="Largest file (or /chunk body) the converter accepts, in bytes; larger is 413",
     )
     converter_workers: int = Field(
-        default=2, ge=1, le=64, description="Conversion worker processes kept running"
+        default=1,
+        ge=1,
+        le=64,
+        description="Conversion worker processes kept running (each holds markitdown and its "
+        "parsers, about 0.2 GB); on 2 cores the embedder, not conversion, limits ingestion",
     )
     converter_worker_start_timeout_s: float = Field(
         default=120.0,
