@@ -717,7 +717,9 @@ class IndexStore:
         ids = [row["_rowid"] for row, _ in picked]
         table = chunks.take_row_ids(ids).select(HIT_COLUMNS).to_arrow()
         by_id = {row["chunk_id"]: row for row in table.to_pylist()}
-        return [(by_id[row["chunk_id"]], score) for row, score in picked if row["chunk_id"] in by_id]
+        return [
+            (by_id[row["chunk_id"]], score) for row, score in picked if row["chunk_id"] in by_id
+        ]
 
     def _fill_token_counts(self, rows: list[dict[str, Any]]) -> None:
         """Count the rows stored before token counts were kept (NULL)."""
