@@ -912,13 +912,20 @@ class IndexStore:
             self._check_model(request.model, request.dim)
             documents, chunks = self._ensure_tables(request.model, request.dim)
             self._finish_unpublished(documents, chunks)
-            replaced = self.lookup(document.library, document.source) is not None
+            states = self._key_states(documents, document.library, document.source)
+            replaced = LIVE in states
             doc_id = str(uuid.uuid4())
             row = self.document_row(request, doc_id, metadata)
             self.stage(row)
             rows = self.chunk_rows(request, doc_id, metadata, vectors)
             try:
-                self.swap_chunks(document.library, document.source, rows)
+                if states:
+                    self.swap_chunks(document.library, document.source, rows)
+                else:
+                    # A new identity has no chunks to replace (chunks are only ever written
+                    # after their documents row and deleted before it), so a plain append
+                    # does, instead of a merge that scans the whole chunks table.
+                    chunks.add(rows)
             except Exception as exc:
                 self._discard(documents, doc_id)
                 raise WriteFailed(
@@ -990,6 +997,12 @@ class IndexStore:
             META_LIST: [meta_list] * n,
         }
         return pa.table(columns, schema=chunks_schema(dim))
+
+    @staticmethod
+    def _key_states(documents: Table, library: str, source: str) -> set[str]:
+        """The states of every documents row of (library, source): empty for a new one."""
+        rows = documents.search().where(key_filter(library, source)).select(["state"])
+        return set(rows.limit(None).to_arrow()["state"].to_pylist())
 
     def stage(self, row: pa.Table) -> None:
         """Step 1: the new version's documents row, invisible while 'pending'."""

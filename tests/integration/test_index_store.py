@@ -480,6 +480,22 @@ def test_an_unpublished_version_is_finished_by_the_next_write(tmp_path: Path) ->
     assert pending_rows(tmp_path) == 0
 
 
+def test_a_first_version_whose_publish_failed_is_replaced_not_duplicated(
+    tmp_path: Path,
+) -> None:
+    # A new identity is appended without a merge; once a row of it exists (here a version
+    # stored but not listed), the next ingest must go through the replace path.
+    store = _FailingPublishOnce(settings_for(tmp_path))
+    store.failures = 1
+    with pytest.raises(StoreError, match="completed on the next write"):
+        store.upsert(upsert_request("a.md", ["first words"]))
+    store.upsert(upsert_request("a.md", ["second words"], seed=1))
+    documents = store.list_documents(None, 10, 0).documents
+    assert [(d.source, d.chunk_count) for d in documents] == [("a.md", 1)]
+    assert [h.content for h in store.search(bm25("words")).results] == ["second words"]
+    assert pending_rows(tmp_path) == 0
+
+
 def test_reopening_reconciles_every_interrupted_write(tmp_path: Path) -> None:
     store = IndexStore(settings_for(tmp_path))
     kept = store.upsert(upsert_request("kept.md", ["kept words"], seed=1))
