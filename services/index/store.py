@@ -35,6 +35,7 @@ import math
 import threading
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -158,6 +159,13 @@ HIT_COLUMNS = [
     "headings",
     "token_count",
 ]
+
+# The document-level columns of a hit. A doc_id names one version of one document and its
+# row never changes (a replace writes a new doc_id), so they are kept per doc_id in memory
+# and a search reads only the chunk's own columns for documents it has seen before.
+HIT_DOCUMENT_COLUMNS = ["source", "title", "library", "file_type", "last_modified", "metadata"]
+HIT_CHUNK_COLUMNS = [c for c in HIT_COLUMNS if c not in HIT_DOCUMENT_COLUMNS]
+_DOCUMENT_CACHE_SIZE = 20_000
 
 # What a search leg reads for each candidate: enough to fuse, rank and cap per document.
 # The columns a hit shows (HIT_COLUMNS) are read afterwards for the picked rows only, by row
@@ -343,6 +351,8 @@ class IndexStore:
         self._tokens = TokenCounter()
         self._ivf_partitions = 0
         self._selectivity_cache: dict[tuple[int, str], float] = {}
+        self._hit_documents: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        self._hit_documents_lock = threading.Lock()
         self._legs_pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="fts-leg")
         self._open_tables()
         self.reconcile()
@@ -363,6 +373,7 @@ class IndexStore:
                 self._upgrade_chunks(chunks)
                 self._ensure_chunk_indexes(chunks)
                 self._read_vector_index(chunks)
+                self._prewarm(chunks)
                 self._chunks = chunks
 
     def _tables(self) -> tuple[Table | None, Table | None]:
@@ -707,19 +718,40 @@ class IndexStore:
         self._fill_token_counts([row for row, _ in picked])
         return _within_budget([self._hit(row, score) for row, score in picked], request.max_tokens)
 
-    @staticmethod
     def _materialize(
-        chunks: Table, picked: list[tuple[dict[str, Any], float]]
+        self, chunks: Table, picked: list[tuple[dict[str, Any], float]]
     ) -> list[tuple[dict[str, Any], float]]:
         """The picked candidates with every column a hit shows, in the same order."""
         if not picked:
             return []
+        known = self._known_documents({row["doc_id"] for row, _ in picked})
+        columns = HIT_CHUNK_COLUMNS if known is not None else HIT_COLUMNS
         ids = [row["_rowid"] for row, _ in picked]
-        table = chunks.take_row_ids(ids).select(HIT_COLUMNS).to_arrow()
-        by_id = {row["chunk_id"]: row for row in table.to_pylist()}
-        return [
-            (by_id[row["chunk_id"]], score) for row, score in picked if row["chunk_id"] in by_id
-        ]
+        rows = chunks.take_row_ids(ids).select(columns).to_arrow().to_pylist()
+        if known is None:
+            self._remember_documents(rows)
+        else:
+            for row in rows:
+                row.update(known[row["doc_id"]])
+        by_id = {row["chunk_id"]: row for row in rows}
+        return [(by_id[r["chunk_id"]], score) for r, score in picked if r["chunk_id"] in by_id]
+
+    def _known_documents(self, doc_ids: set[str]) -> dict[str, dict[str, Any]] | None:
+        """The cached document columns of every one of `doc_ids`, or None if one is missing."""
+        with self._hit_documents_lock:
+            if not all(d in self._hit_documents for d in doc_ids):
+                return None
+            for d in doc_ids:
+                self._hit_documents.move_to_end(d)
+            return {d: self._hit_documents[d] for d in doc_ids}
+
+    def _remember_documents(self, rows: list[dict[str, Any]]) -> None:
+        with self._hit_documents_lock:
+            for row in rows:
+                self._hit_documents[row["doc_id"]] = {c: row[c] for c in HIT_DOCUMENT_COLUMNS}
+                self._hit_documents.move_to_end(row["doc_id"])
+            while len(self._hit_documents) > _DOCUMENT_CACHE_SIZE:
+                self._hit_documents.popitem(last=False)
 
     def _fill_token_counts(self, rows: list[dict[str, Any]]) -> None:
         """Count the rows stored before token counts were kept (NULL)."""
@@ -845,6 +877,22 @@ class IndexStore:
                 }
             },
         )
+
+    def _prewarm(self, chunks: Table) -> None:
+        """Load the search indexes into Lance's cache when they fit in half of it, so the
+        first searches after a start or an optimize do not read them piece by piece."""
+        try:
+            indexes = [i for i in chunks.list_indices() if i.index_type in ("FTS", "IvfSq")]
+            size = sum(int(getattr(i, "size_bytes", 0) or 0) for i in indexes)
+            if size > self.settings.index_cache_mb * 1024 * 1024 // 2:
+                return
+            prewarm: Callable[[str], None] | None = getattr(chunks, "prewarm_index", None)
+            if prewarm is None:  # local tables have it
+                return
+            for index in indexes:
+                prewarm(index.name)
+        except Exception:
+            log.warning("could not prewarm the search indexes", exc_info=True)
 
     def _read_vector_index(self, chunks: Table) -> None:
         for index in chunks.list_indices():
@@ -1091,6 +1139,8 @@ class IndexStore:
                 deleted = chunks.count_rows(equals("doc_id", doc_id))
                 chunks.delete(equals("doc_id", doc_id))
             documents.delete(equals("doc_id", doc_id))
+            with self._hit_documents_lock:
+                self._hit_documents.pop(doc_id, None)
             self._note_write()
         return DeleteResult(doc_id=doc_id, deleted_chunks=deleted)
 
@@ -1165,6 +1215,7 @@ class IndexStore:
                     table.optimize(cleanup_older_than=retention)
             if self._chunks is not None:
                 self._maybe_build_vector_index(self._chunks)
+                self._prewarm(self._chunks)
             self._writes_since_optimize = 0
             self._dirty_since = None
         log.info(

@@ -554,3 +554,22 @@ async def test_optimize_folds_new_rows_into_the_text_index(tmp_path: Path) -> No
         stats = store._chunks.index_stats("content_idx")
         assert stats is not None and stats.num_unindexed_rows == 0
         assert len((await core.search(bm25("words"))).results) == 2
+
+
+def test_hits_read_again_from_memory_match_the_stored_rows(tmp_path: Path) -> None:
+    # The second search takes the document columns from memory; both must equal the store.
+    store = IndexStore(settings_for(tmp_path))
+    store.upsert(upsert_request("a.md", ["alpha words", "beta words"], metadata={"k": 1}))
+    store.upsert(upsert_request("b.md", ["gamma words"], seed=1, file_type="pdf"))
+    first = store.search(bm25("words", top_k=5))
+    second = store.search(bm25("words", top_k=5))
+    assert second == first
+    assert {(h.source, h.title, h.file_type) for h in first.results} == {
+        ("a.md", "Title of a.md", "md"),
+        ("b.md", "Title of b.md", "pdf"),
+    }
+    assert [h.metadata for h in first.results if h.source == "a.md"] == [{"k": 1}, {"k": 1}]
+    # A new version is a new doc_id: its hits show its own columns, never the old ones.
+    store.upsert(upsert_request("a.md", ["alpha words"], seed=2, metadata={"k": 2}))
+    replaced = [h for h in store.search(bm25("alpha")).results if h.source == "a.md"]
+    assert [h.metadata for h in replaced] == [{"k": 2}]
