@@ -223,6 +223,39 @@ async def mcp_latencies(
     }
 
 
+def hop_latencies(cluster: LocalCluster, queries: list[str]) -> dict[str, float]:
+    """Where a search's time goes: the embedder and the index called directly, one after the
+    other as the gateway does, then the index alone with the same vectors back to back."""
+    embed: list[float] = []
+    index_after: list[float] = []
+    vectors: list[str] = []
+    with httpx.Client(timeout=60) as client:
+
+        def search(q: str, vector: str) -> None:
+            body = {"query": q, "vector_b64": vector, "top_k": 10}
+            client.post(cluster.index + "/search", json=body).raise_for_status()
+
+        for q in queries:
+            t0 = time.perf_counter()
+            reply = client.post(cluster.embedder + "/embed", json={"texts": [q], "kind": "query"})
+            t1 = time.perf_counter()
+            vector = reply.json()["vectors_b64"]
+            search(q, vector)
+            embed.append(t1 - t0)
+            index_after.append(time.perf_counter() - t1)
+            vectors.append(vector)
+        index_alone: list[float] = []
+        for q, vector in zip(queries, vectors, strict=True):
+            t0 = time.perf_counter()
+            search(q, vector)
+            index_alone.append(time.perf_counter() - t0)
+    return {
+        "embed_query_p50_ms": 1000 * percentile(embed, 0.5),
+        "index_search_after_embed_p50_ms": 1000 * percentile(index_after, 0.5),
+        "index_search_back_to_back_p50_ms": 1000 * percentile(index_alone, 0.5),
+    }
+
+
 def index_counts(cluster: LocalCluster) -> dict[str, Any]:
     info: dict[str, Any] = httpx.get(cluster.index + "/info", timeout=30).json()
     return info
@@ -366,6 +399,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             counts = index_counts(cluster)
             latencies = asyncio.run(mcp_latencies(cluster, queries, warmup))
             entry = {"chunks": counts["chunks"], "bulk_load_s": round(took, 1), **latencies}
+            entry["hops"] = hop_latencies(cluster, queries[:100])
             entry["vector_index"] = ann_recall(cluster, query_vecs)
             report.setdefault("search", []).append(entry)
             print(json.dumps(entry), file=sys.stderr, flush=True)
