@@ -967,13 +967,7 @@ class IndexStore:
             self.stage(row)
             rows = self.chunk_rows(request, doc_id, metadata, vectors)
             try:
-                if states:
-                    self.swap_chunks(document.library, document.source, rows)
-                else:
-                    # A new identity has no chunks to replace (chunks are only ever written
-                    # after their documents row and deleted before it), so a plain append
-                    # does, instead of a merge that scans the whole chunks table.
-                    chunks.add(rows)
+                self.swap_chunks(document.library, document.source, rows, replacing=bool(states))
             except Exception as exc:
                 self._discard(documents, doc_id)
                 raise WriteFailed(
@@ -1057,9 +1051,18 @@ class IndexStore:
         documents, _ = self._require_tables()
         documents.add(row)
 
-    def swap_chunks(self, library: str, source: str, rows: pa.Table) -> None:
-        """Step 2, one commit: the new chunks in, every other chunk of (library, source) out."""
+    def swap_chunks(
+        self, library: str, source: str, rows: pa.Table, *, replacing: bool = True
+    ) -> None:
+        """Step 2, one commit: the new chunks in, every other chunk of (library, source) out.
+
+        With `replacing` False, (library, source) has no documents row and so no chunks
+        (chunks are written after their row and deleted before it): a plain append does,
+        instead of a merge whose "not matched by source" clause scans the whole table."""
         _, chunks = self._require_tables()
+        if not replacing:
+            chunks.add(rows)
+            return
         (
             chunks.merge_insert("chunk_id")
             .when_not_matched_insert_all()

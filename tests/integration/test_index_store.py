@@ -430,7 +430,9 @@ def test_readers_never_see_both_versions_or_neither(tmp_path: Path) -> None:
 class _FailingSwap(IndexStore):
     """A store whose chunk commit fails, as a full disk would make it."""
 
-    def swap_chunks(self, library: str, source: str, rows: pa.Table) -> None:
+    def swap_chunks(
+        self, library: str, source: str, rows: pa.Table, *, replacing: bool = True
+    ) -> None:
         raise OSError("No space left on device")
 
 
