@@ -6,9 +6,11 @@ would pass here and fail on a user's offline machine.
 
 from __future__ import annotations
 
+import io
 import ipaddress
 import os
 import socket
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +20,16 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 SHARED_FILES = REPO.parent / "shared" / "data" / "files"
 SCIFACT = REPO.parent / "shared" / "data" / "retrieval" / "scifact"
+
+
+def zip_bytes(entries: dict[str, bytes]) -> bytes:
+    """A ZIP archive (deflated) holding `entries`, built in memory."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        for name, data in entries.items():
+            archive.writestr(name, data)
+    return buffer.getvalue()
+
 
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"

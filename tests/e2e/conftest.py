@@ -3,12 +3,16 @@ ports, var directory and LanceDB; stopped after the package."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from services.cluster import LocalCluster, local_env, running
+from tests.conftest import SHARED_FILES
+from tests.mcp_client import sse_tools
 
 Cluster = LocalCluster
 
@@ -25,3 +29,23 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
             yield started
     except RuntimeError as exc:
         pytest.fail(str(exc))
+
+
+def ingest_shared(
+    cluster: LocalCluster, files: dict[str, tuple[str, dict[str, Any]]], library: str
+) -> dict[str, dict[str, Any]]:
+    """Ingest files of shared/data/files (key -> (relative path, metadata)) through one MCP SSE
+    session; each key's tool result. Skips the module when shared/ is missing."""
+    if not SHARED_FILES.is_dir():
+        pytest.skip(f"shared files missing at {SHARED_FILES}")
+
+    async def go() -> dict[str, dict[str, Any]]:
+        out = {}
+        async with sse_tools(cluster.gateway + "/sse") as tools:
+            for key, (rel, metadata) in files.items():
+                out[key] = await tools.call(
+                    "ingest_file", path=str(SHARED_FILES / rel), library=library, metadata=metadata
+                )
+        return out
+
+    return asyncio.run(go())

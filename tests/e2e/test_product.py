@@ -20,7 +20,7 @@ from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
 from tests.conftest import REPO, SHARED_FILES
-from tests.e2e.conftest import Cluster
+from tests.e2e.conftest import Cluster, ingest_shared
 from tests.mcp_client import sse_tools
 
 pytestmark = pytest.mark.e2e
@@ -44,28 +44,10 @@ REAL_FILES = {
 SCANNED = "markitdown/MEDRPT-2024-PAT-3847_medical_report_scan.pdf"
 
 
-def run(coro: Any) -> Any:
-    return asyncio.run(coro)
-
-
 @pytest.fixture(scope="module")
 def ingested(cluster: Cluster) -> dict[str, dict[str, Any]]:
-    if not SHARED_FILES.is_dir():
-        pytest.skip(f"shared files missing at {SHARED_FILES}")
-
-    async def go() -> dict[str, dict[str, Any]]:
-        out = {}
-        async with sse_tools(cluster.gateway + "/sse") as tools:
-            for key, rel in REAL_FILES.items():
-                out[key] = await tools.call(
-                    "ingest_file",
-                    path=str(SHARED_FILES / rel),
-                    library="e2e",
-                    metadata={"kind": key},
-                )
-        return out
-
-    return run(go())
+    files = {key: (rel, {"kind": key}) for key, rel in REAL_FILES.items()}
+    return ingest_shared(cluster, files, "e2e")
 
 
 def test_every_real_file_is_indexed(ingested: dict[str, dict[str, Any]]) -> None:
@@ -88,7 +70,7 @@ def test_server_identity_and_tools(cluster: Cluster) -> None:
             assert info["path_check"]["readable"] is True
             assert info["path_check"]["size_bytes"] == 70
 
-    run(go())
+    asyncio.run(go())
 
 
 def test_search_finds_pdf_pages_and_filters(
@@ -134,7 +116,7 @@ def test_search_finds_pdf_pages_and_filters(
             )
             assert sheets["results"] and all(r["page"] >= 1 for r in sheets["results"])
 
-    run(go())
+    asyncio.run(go())
 
 
 def test_get_document_returns_the_converted_markdown_exactly(
@@ -152,7 +134,7 @@ def test_get_document_returns_the_converted_markdown_exactly(
         async with sse_tools(cluster.gateway + "/sse") as tools:
             return await tools.call("get_document", doc_id=ingested["docx"]["doc_id"])
 
-    doc = run(go())
+    doc = asyncio.run(go())
     assert doc["content"] == converted["markdown"]
     assert doc["chunk_count"] == ingested["docx"]["chunk_count"]
     assert doc["metadata"] == {"kind": "docx"}
@@ -163,7 +145,7 @@ def test_scanned_pdf_says_no_text_and_suggests_ingest_content(cluster: Cluster) 
         async with sse_tools(cluster.gateway + "/sse") as tools:
             return await tools.call("ingest_file", path=str(SHARED_FILES / SCANNED), library="e2e")
 
-    result = run(go())
+    result = asyncio.run(go())
     assert result["status"] == "error"
     assert result["error_code"] == "no_text_extracted"
     assert "ingest_content" in result["error"]
@@ -231,7 +213,7 @@ def test_dedup_replace_list_libraries_and_delete(
             empty = await tools.call("search", query="numbat termites", library="notes")
             assert empty == {"results": [], "truncated": False, "total_tokens": 0}
 
-    run(go())
+    asyncio.run(go())
 
 
 def test_upload_with_a_windows_path(cluster: Cluster) -> None:
@@ -281,7 +263,7 @@ def test_ingest_folder_and_url(cluster: Cluster, tmp_path: Path) -> None:
             async with sse_tools(cluster.gateway + "/sse") as tools:
                 return await tools.call("ingest_url", url=url, library="web")
 
-        result = run(go())
+        result = asyncio.run(go())
         assert result["status"] == "indexed" and result["source"] == url
     finally:
         server.shutdown()
@@ -301,7 +283,7 @@ def test_streamable_http_transport(cluster: Cluster, ingested: dict[str, dict[st
             ids = {d["doc_id"] for d in docs["documents"]}
             assert ingested["pptx"]["doc_id"] in ids
 
-    run(go())
+    asyncio.run(go())
 
 
 def test_cli_against_the_gateway(cluster: Cluster, tmp_path: Path) -> None:
@@ -383,4 +365,4 @@ def test_cli_in_process_then_stdio_server(offline_env: dict[str, str], tmp_path:
             assert info.structured_content is not None
             assert info.structured_content["transport"] == "stdio"
 
-    run(go())
+    asyncio.run(go())

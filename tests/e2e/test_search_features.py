@@ -12,8 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import SHARED_FILES
-from tests.e2e.conftest import Cluster
+from tests.e2e.conftest import Cluster, ingest_shared
 from tests.mcp_client import Tools, sse_tools
 
 pytestmark = pytest.mark.e2e
@@ -33,26 +32,12 @@ FILES = {
 QUERY = "convert documents to markdown with markitdown"
 
 
-def run(coro: Any) -> Any:
-    return asyncio.run(coro)
-
-
 @pytest.fixture(scope="module")
 def docs(cluster: Cluster) -> dict[str, dict[str, Any]]:
-    if not SHARED_FILES.is_dir():
-        pytest.skip(f"shared files missing at {SHARED_FILES}")
-
-    async def go() -> dict[str, dict[str, Any]]:
-        out = {}
-        async with sse_tools(cluster.gateway + "/sse") as tools:
-            for key, (rel, metadata) in FILES.items():
-                out[key] = await tools.call(
-                    "ingest_file", path=str(SHARED_FILES / rel), library=LIBRARY, metadata=metadata
-                )
-                assert out[key].get("status") in ("indexed", "skipped"), out[key]
-        return out
-
-    return run(go())
+    out = ingest_shared(cluster, FILES, LIBRARY)
+    for result in out.values():
+        assert result.get("status") in ("indexed", "skipped"), result
+    return out
 
 
 async def _search(tools: Tools, **args: Any) -> dict[str, Any]:
@@ -115,7 +100,7 @@ def test_filters_with_operators_and_metadata_keys(
             bad_in = await tools.call("search", query=QUERY, filter={"page": {"$in": []}})
             assert "$in needs a non-empty list" in bad_in["error"]
 
-    run(go())
+    asyncio.run(go())
 
 
 def test_max_per_document_score_and_headings(
@@ -139,7 +124,7 @@ def test_max_per_document_score_and_headings(
             assert len(counts) == 3 and len(capped) == 6
             assert capped[0] == plain[0]
 
-    run(go())
+    asyncio.run(go())
 
 
 def test_max_tokens_returns_the_best_results_that_fit(
@@ -161,7 +146,7 @@ def test_max_tokens_returns_the_best_results_that_fit(
             roomy = await _search(tools, query=QUERY, top_k=8, max_tokens=100_000)
             assert roomy["results"] == full["results"] and roomy["truncated"] is False
 
-    run(go())
+    asyncio.run(go())
 
 
 def test_get_document_window_around_a_search_hit(
@@ -197,4 +182,4 @@ def test_get_document_window_around_a_search_hit(
             assert missing["status"] == "error" and missing["error_code"] == "not_found"
             assert f"chunk_index 0..{last}" in missing["error"]
 
-    run(go())
+    asyncio.run(go())

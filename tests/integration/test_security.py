@@ -16,12 +16,10 @@ the converter.
 from __future__ import annotations
 
 import asyncio
-import io
 import os
 import subprocess
 import sys
 import time
-import zipfile
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -38,7 +36,7 @@ from services.converter.core import CONVERSIONS
 from services.converter.settings import ConverterSettings
 from services.gateway.app import Ports, create_app
 from services.gateway.settings import GatewaySettings
-from tests.conftest import REPO, SHARED_FILES
+from tests.conftest import REPO, SHARED_FILES, zip_bytes
 from tests.fakes import FakeEmbedder, FakeIndex, fake_ports
 from tests.mcp_client import sse_tools
 from tests.servers import serve
@@ -393,28 +391,25 @@ async def test_a_hung_conversion_is_stopped_reported_once_and_the_services_stay_
     await _ready(hostile_gateway)
 
 
-def _zip(entries: dict[str, bytes]) -> bytes:
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
-        for name, data in entries.items():
-            archive.writestr(name, data)
-    return buffer.getvalue()
-
-
 def _bombs() -> dict[str, tuple[str, bytes, int, str]]:
     """name -> (upload file name, bytes, HTTP status, error_code)."""
     zeros = bytes(25_000_000)
-    inner = _zip({"zeros.txt": bytes(8_000_000)})
-    nested = _zip({f"{i}.zip": inner for i in range(4)})
-    deep = _zip({"l1.zip": _zip({"l2.zip": _zip({"l3.txt": b"deep"})})})
-    many = _zip({f"f{i}.txt": b"x" for i in range(500)})
+    inner = zip_bytes({"zeros.txt": bytes(8_000_000)})
+    nested = zip_bytes({f"{i}.zip": inner for i in range(4)})
+    deep = zip_bytes({"l1.zip": zip_bytes({"l2.zip": zip_bytes({"l3.txt": b"deep"})})})
+    many = zip_bytes({f"f{i}.txt": b"x" for i in range(500)})
     return {
         "many entries": ("many.zip", many, 413, "too_large"),
-        "huge expansion": ("bomb.zip", _zip({"zeros.txt": zeros}), 413, "too_large"),
+        "huge expansion": ("bomb.zip", zip_bytes({"zeros.txt": zeros}), 413, "too_large"),
         "nested expansion": ("nested.zip", nested, 413, "too_large"),
         # The spec's status for a pipeline error; the code says which.
         "nested too deep": ("deep.zip", deep, 500, "conversion_failed"),
-        "office container": ("report.docx", _zip({"word/document.xml": zeros}), 413, "too_large"),
+        "office container": (
+            "report.docx",
+            zip_bytes({"word/document.xml": zeros}),
+            413,
+            "too_large",
+        ),
     }
 
 
@@ -428,7 +423,7 @@ async def test_zip_bombs_are_refused_cleanly_in_bounded_time(hostile_gateway: st
             body = response.json()
             assert body["status"] == "error" and body["error_code"] == code, what
             assert time.monotonic() - started < 20, what
-        normal = _zip({"notes.txt": b"An ordinary archive with one short note in it."})
+        normal = zip_bytes({"notes.txt": b"An ordinary archive with one short note in it."})
         ok = await http.post("/upload", files={"file": ("ok.zip", normal)})
         assert ok.status_code == 200, ok.text
         assert ok.json()["status"] == "indexed"

@@ -3,9 +3,6 @@ archive bounds, PDF accent folding and title choice. No worker processes, no mar
 
 from __future__ import annotations
 
-import io
-import zipfile
-
 import pytest
 
 from libs.errors import ConversionError, InvalidInputError, TooLargeError, UnsupportedFormatError
@@ -13,6 +10,7 @@ from services.converter.archive import ArchiveLimits, check_archive
 from services.converter.convert import detect_charset, normalise_text
 from services.converter.formats import SUPPORTED_EXTENSIONS, Route, base_name, route_for
 from services.converter.pdf import Box, _repair_with_boxes, sensible_title
+from tests.conftest import zip_bytes
 
 LIMITS = ArchiveLimits(max_entries=20, max_uncompressed_bytes=1_000_000, max_depth=2)
 
@@ -72,38 +70,33 @@ def test_text_is_normalised() -> None:
     assert normalise_text("\ufeffa\r\nb\rc\x00 Universita\u0308t\n") == "a\nb\nc Universität"
 
 
-def _zip(entries: dict[str, bytes]) -> bytes:
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
-        for name, data in entries.items():
-            archive.writestr(name, data)
-    return buffer.getvalue()
-
-
 def test_a_normal_archive_passes() -> None:
     check_archive(
-        _zip({"a.txt": b"hello", "inner.zip": _zip({"b.txt": b"x"})}), "ok.zip", LIMITS, nested=True
+        zip_bytes({"a.txt": b"hello", "inner.zip": zip_bytes({"b.txt": b"x"})}),
+        "ok.zip",
+        LIMITS,
+        nested=True,
     )
 
 
 def test_too_many_entries_are_refused() -> None:
-    data = _zip({f"f{i}.txt": b"x" for i in range(21)})
+    data = zip_bytes({f"f{i}.txt": b"x" for i in range(21)})
     with pytest.raises(TooLargeError, match="ARCHIVE_MAX_ENTRIES"):
         check_archive(data, "many.zip", LIMITS, nested=True)
 
 
 def test_a_zip_bomb_is_refused_before_expansion() -> None:
-    data = _zip({"zeros.txt": bytes(2_000_000)})
+    data = zip_bytes({"zeros.txt": bytes(2_000_000)})
     assert len(data) < 10_000
     with pytest.raises(TooLargeError, match="ZIP bomb"):
         check_archive(data, "bomb.zip", LIMITS, nested=True)
 
 
 def test_nested_archives_count_towards_the_limits_and_depth() -> None:
-    inner = _zip({"zeros.txt": bytes(600_000)})
+    inner = zip_bytes({"zeros.txt": bytes(600_000)})
     with pytest.raises(TooLargeError):
-        check_archive(_zip({"a.zip": inner, "b.zip": inner}), "n.zip", LIMITS, nested=True)
-    deep = _zip({"l1.zip": _zip({"l2.zip": _zip({"x.txt": b"x"})})})
+        check_archive(zip_bytes({"a.zip": inner, "b.zip": inner}), "n.zip", LIMITS, nested=True)
+    deep = zip_bytes({"l1.zip": zip_bytes({"l2.zip": zip_bytes({"x.txt": b"x"})})})
     with pytest.raises(ConversionError, match="ARCHIVE_MAX_DEPTH"):
         check_archive(deep, "deep.zip", LIMITS, nested=True)
     # Office containers are counted but not opened further.
