@@ -1,8 +1,9 @@
 """`IndexCore`: the index service for asyncio callers, `libs.ports.IndexPort` in-process.
 
 The HTTP app, the stdio server and the CLI all use it. It opens the store on first use (or in
-`start`), runs every blocking LanceDB call in a worker thread, and keeps a background task
-that folds new rows into the indexes (`optimize`) every N writes or T seconds after a write.
+`start`), runs every blocking LanceDB call in a worker thread (a search is awaited on the loop
+instead: `IndexStore.search_async`), and keeps a background task that folds new rows into the
+indexes (`optimize`) every N writes or T seconds after a write.
 """
 
 from __future__ import annotations
@@ -138,8 +139,10 @@ class IndexCore(AsyncLifecycle):
         return response
 
     async def search(self, request: IndexSearchRequest) -> SearchResult:
+        store = await self.start()
         with SEARCH_SECONDS.labels(request.mode).time():
-            return await self._run(lambda store: store.search(request))
+            # On this loop, not in a worker thread: see IndexStore.search_async.
+            return await store.search_async(request)
 
     async def list_documents(
         self, library: str | None, limit: int, offset: int

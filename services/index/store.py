@@ -27,6 +27,7 @@ chunks table twice, checks that the version did not move in between.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import dataclasses
 import json
@@ -36,19 +37,20 @@ import threading
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
+import anyio.to_thread
 import lancedb
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from lancedb.background_loop import LOOP
 from lancedb.index import FTS, BTree, IvfSq
-from lancedb.query import ColumnOrdering, FullTextOperator, LanceVectorQueryBuilder, MatchQuery
-from lancedb.table import Table
+from lancedb.query import ColumnOrdering, FullTextOperator, MatchQuery
+from lancedb.table import AsyncTable, Table
 
 from libs.contracts import (
     DeleteResult,
@@ -167,11 +169,6 @@ HIT_DOCUMENT_COLUMNS = ["source", "title", "library", "file_type", "last_modifie
 HIT_CHUNK_COLUMNS = [c for c in HIT_COLUMNS if c not in HIT_DOCUMENT_COLUMNS]
 _DOCUMENT_CACHE_SIZE = 20_000
 
-# What a search leg reads for each candidate: enough to fuse, rank and cap per document.
-# The columns a hit shows (HIT_COLUMNS) are read afterwards for the picked rows only, by row
-# id, so a search reads the text of top_k chunks rather than of every candidate.
-RANK_COLUMNS = ["chunk_id", "doc_id"]
-
 WINDOW_COLUMNS = ["chunk_index", "content", "page", "headings"]
 
 FTS_CONFIG = FTS(
@@ -251,6 +248,71 @@ def _load_metadata(text: str | None) -> dict[str, Any]:
         return {}
     value = json.loads(text)
     return value if isinstance(value, dict) else {}
+
+
+# ------------------------------------------------------------------- search legs
+# Each leg reads, per candidate, its row id and score (plus `columns`): enough to fuse, rank
+# and cap per document. The columns a hit shows are read afterwards for the picked rows only,
+# by row id, so a search reads the text of top_k chunks rather than of every candidate.
+
+
+def _async_handle(table: Table) -> AsyncTable:
+    """The async handle inside a sync LanceDB table. The same handle, not a second one opened
+    beside it, so a search sees this process's writes at once (lancedb is pinned: the
+    attribute is checked by the search tests)."""
+    handle: AsyncTable = table._table  # type: ignore[attr-defined]
+    return handle
+
+
+def _on_lance_loop(coroutine: Coroutine[Any, Any, T]) -> T:
+    """Run `coroutine` on the event loop LanceDB's sync API runs its own calls on."""
+    return cast(T, LOOP.run(coroutine))  # type: ignore[no-untyped-call]
+
+
+async def _fts_leg(
+    table: AsyncTable, text: str, where: str | None, depth: int, columns: list[str]
+) -> list[dict[str, Any]]:
+    # A MatchQuery is tokenised like the indexed text and never parsed as query syntax,
+    # so operators, quotes or field names in the user's words are just words.
+    match = MatchQuery(
+        text,
+        "content",
+        boost=1.0,
+        fuzziness=0,
+        max_expansions=50,
+        operator=FullTextOperator.OR,
+        prefix_length=0,
+        document_granularity=None,
+    )
+    query = table.query().nearest_to_text(match)
+    if where:
+        query = query.where(where)  # filters before the search (prefilter)
+    found = await query.select([*columns, "_score"]).with_row_id().limit(depth).to_arrow()
+    rows: list[dict[str, Any]] = found.to_pylist()
+    for row in rows:
+        row["_leg_score"] = float(row.pop("_score"))
+    return rows
+
+
+async def _vector_leg(
+    table: AsyncTable,
+    vector: Matrix,
+    where: str | None,
+    depth: int,
+    columns: list[str],
+    nprobes: int,
+    refine_factor: int,
+) -> list[dict[str, Any]]:
+    query = table.query().nearest_to(vector[0]).column("vector").distance_type("cosine")
+    if nprobes:  # approximate search over the IVF index
+        query = query.nprobes(nprobes).maximum_nprobes(nprobes).refine_factor(refine_factor)
+    if where:
+        query = query.where(where)  # filters before the search (prefilter)
+    found = await query.select([*columns, "_distance"]).with_row_id().limit(depth).to_arrow()
+    rows: list[dict[str, Any]] = found.to_pylist()
+    for row in rows:
+        row["_leg_score"] = 1.0 - float(row.pop("_distance"))
+    return rows
 
 
 def _cap_per_document(
@@ -353,7 +415,6 @@ class IndexStore:
         self._selectivity_cache: dict[tuple[int, str], float] = {}
         self._hit_documents: OrderedDict[str, dict[str, Any]] = OrderedDict()
         self._hit_documents_lock = threading.Lock()
-        self._legs_pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="fts-leg")
         self._open_tables()
         self.reconcile()
 
@@ -479,7 +540,6 @@ class IndexStore:
         with self._handles_lock:
             self._documents = None
             self._chunks = None
-        self._legs_pool.shutdown(wait=False, cancel_futures=True)
 
     def ping(self) -> str:
         names = self._db.list_tables().tables
@@ -663,6 +723,14 @@ class IndexStore:
     # ------------------------------------------------------------------------ search
 
     def search(self, request: IndexSearchRequest) -> SearchResult:
+        """`search_async` for callers without an event loop of their own."""
+        return _on_lance_loop(self.search_async(request))
+
+    async def search_async(self, request: IndexSearchRequest) -> SearchResult:
+        """Hybrid, vector or BM25 search. Any event loop may await it: LanceDB's async API
+        works from any loop, and nothing here blocks it but a filter's compilation and the
+        fusion of at most a few hundred candidates (and, while the store is still empty,
+        a look for tables another process created)."""
         text = request.query.strip()
         mode = request.mode
         if mode in ("hybrid", "vector") and not request.vector_b64:
@@ -682,76 +750,115 @@ class IndexStore:
             self.settings.index_candidates_min,
             self.settings.index_candidates_per_result * top_k,
         )
+        # The legs read row ids and scores, plus doc_id when results are capped per
+        # document; the columns a hit shows are read afterwards for the picked rows alone.
+        rank_columns = ["doc_id"] if per_document is not None else []
 
-        def run_legs(depth: int) -> list[list[dict[str, Any]]]:
-            # The two legs are independent and Lance releases the GIL: run them side by side.
-            fts = (
-                self._legs_pool.submit(self._fts_leg, chunks, text, where, depth)
-                if mode != "vector" and text
-                else None
-            )
-            legs: list[list[dict[str, Any]]] = []
-            vector_rows = (
-                self._vector_leg(chunks, vector, where, depth) if vector is not None else None
-            )
-            if fts is not None:
-                legs.append(fts.result())
-            if vector_rows is not None:
-                legs.append(vector_rows)
-            return legs
-
-        def read() -> list[tuple[dict[str, Any], float]]:
-            # Legs, fusion and the read of the picked rows see one table version: row ids
-            # are only meaningful within it (`_stable` retries when a write lands between).
+        async def read(table: AsyncTable, version: int) -> list[tuple[dict[str, Any], float]]:
             depth = depth_start
             while True:
-                legs = run_legs(depth)
+                legs: list[Awaitable[list[dict[str, Any]]]] = []
+                if mode != "vector" and text:
+                    legs.append(_fts_leg(table, text, where, depth, rank_columns))
+                if vector is not None:
+                    nprobes = await self._nprobes(table, version, where)
+                    legs.append(
+                        _vector_leg(
+                            table,
+                            vector,
+                            where,
+                            depth,
+                            rank_columns,
+                            nprobes,
+                            self.settings.index_vector_refine_factor,
+                        )
+                    )
+                # Lance runs the two legs side by side on its own threads.
+                ranked_legs = list(await asyncio.gather(*legs))
                 # Hybrid fuses the two legs; the other modes run exactly one leg.
-                ranked = self._fuse(legs) if mode == "hybrid" else self._leg_ranking(legs)
+                ranked = (
+                    self._fuse(ranked_legs) if mode == "hybrid" else self._leg_ranking(ranked_legs)
+                )
                 picked = _cap_per_document(ranked, top_k, per_document)
-                exhausted = all(len(leg) < depth for leg in legs)
+                exhausted = all(len(leg) < depth for leg in ranked_legs)
                 if len(picked) >= top_k or exhausted or depth >= _MAX_CANDIDATES:
-                    return self._materialize(chunks, picked)
+                    return await self._materialize(table, picked)
                 depth = min(depth * _DEEPEN_FACTOR, _MAX_CANDIDATES)
 
-        picked = self._stable(chunks, read)
+        # Legs, fusion and the read of the picked rows see one table version: row ids are
+        # only meaningful within it.
+        picked = await self._stable_async(chunks, read)
         self._fill_token_counts([row for row, _ in picked])
         return _within_budget([self._hit(row, score) for row, score in picked], request.max_tokens)
 
-    def _materialize(
-        self, chunks: Table, picked: list[tuple[dict[str, Any], float]]
+    async def _stable_async(
+        self, table: Table, read: Callable[[AsyncTable, int], Awaitable[T]]
+    ) -> T:
+        """`_stable` for a read written against LanceDB's async API, given the version it
+        runs against. Awaited on the caller's loop, a search costs no hand-over to a worker
+        thread and back for each query it runs (on 2 cores each is a wake-up that costs
+        more than planning the query it carries). After `_READ_ATTEMPTS` writes landing in
+        the middle, the read waits for the write lock in a worker thread, not on the loop."""
+        handle = _async_handle(table)
+        for _ in range(_READ_ATTEMPTS):
+            before = await handle.version()
+            result = await read(handle, before)
+            if await handle.version() == before:
+                return result
+
+        async def current() -> T:
+            return await read(handle, await handle.version())
+
+        def locked() -> T:
+            with self._write_lock:
+                return _on_lance_loop(current())
+
+        return await anyio.to_thread.run_sync(locked)
+
+    async def _materialize(
+        self, table: AsyncTable, picked: list[tuple[dict[str, Any], float]]
     ) -> list[tuple[dict[str, Any], float]]:
-        """The picked candidates with every column a hit shows, in the same order."""
+        """The picked candidates with every column a hit shows, in the same order. Document
+        columns come from the per-doc_id cache; only documents not in it are read."""
         if not picked:
             return []
-        known = self._known_documents({row["doc_id"] for row, _ in picked})
-        columns = HIT_CHUNK_COLUMNS if known is not None else HIT_COLUMNS
-        ids = [row["_rowid"] for row, _ in picked]
-        rows = chunks.take_row_ids(ids).select(columns).to_arrow().to_pylist()
-        if known is None:
-            self._remember_documents(rows)
-        else:
-            for row in rows:
-                row.update(known[row["doc_id"]])
-        by_id = {row["chunk_id"]: row for row in rows}
-        return [(by_id[r["chunk_id"]], score) for r, score in picked if r["chunk_id"] in by_id]
+        take = table.take_row_ids([row["_rowid"] for row, _ in picked])
+        rows = (await take.select(HIT_CHUNK_COLUMNS).with_row_id().to_arrow()).to_pylist()
+        documents = self._cached_documents({row["doc_id"] for row in rows})
+        first_of: dict[str, int] = {}
+        for row in rows:
+            if row["doc_id"] not in documents:
+                first_of.setdefault(row["doc_id"], row["_rowid"])
+        if first_of:
+            take = table.take_row_ids(list(first_of.values()))
+            fetched = await take.select(["doc_id", *HIT_DOCUMENT_COLUMNS]).to_arrow()
+            documents.update(self._remember_documents(fetched.to_pylist()))
+        by_id = {}
+        for row in rows:
+            row.update(documents[row["doc_id"]])
+            by_id[row.pop("_rowid")] = row
+        return [(by_id[r["_rowid"]], score) for r, score in picked if r["_rowid"] in by_id]
 
-    def _known_documents(self, doc_ids: set[str]) -> dict[str, dict[str, Any]] | None:
-        """The cached document columns of every one of `doc_ids`, or None if one is missing."""
+    def _cached_documents(self, doc_ids: Iterable[str]) -> dict[str, dict[str, Any]]:
+        """The cached document columns of those of `doc_ids` that are cached."""
+        found: dict[str, dict[str, Any]] = {}
         with self._hit_documents_lock:
-            if not all(d in self._hit_documents for d in doc_ids):
-                return None
-            for d in doc_ids:
-                self._hit_documents.move_to_end(d)
-            return {d: self._hit_documents[d] for d in doc_ids}
+            for doc_id in doc_ids:
+                entry = self._hit_documents.get(doc_id)
+                if entry is not None:
+                    self._hit_documents.move_to_end(doc_id)
+                    found[doc_id] = entry
+        return found
 
-    def _remember_documents(self, rows: list[dict[str, Any]]) -> None:
+    def _remember_documents(self, rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        entries = {row["doc_id"]: {c: row[c] for c in HIT_DOCUMENT_COLUMNS} for row in rows}
         with self._hit_documents_lock:
-            for row in rows:
-                self._hit_documents[row["doc_id"]] = {c: row[c] for c in HIT_DOCUMENT_COLUMNS}
-                self._hit_documents.move_to_end(row["doc_id"])
+            for doc_id, entry in entries.items():
+                self._hit_documents[doc_id] = entry
+                self._hit_documents.move_to_end(doc_id)
             while len(self._hit_documents) > _DOCUMENT_CACHE_SIZE:
                 self._hit_documents.popitem(last=False)
+        return entries
 
     def _fill_token_counts(self, rows: list[dict[str, Any]]) -> None:
         """Count the rows stored before token counts were kept (NULL)."""
@@ -779,70 +886,25 @@ class IndexStore:
             raise InvalidInputError("the query vector contains NaN or infinite values")
         return vector
 
-    @staticmethod
-    def _fts_leg(chunks: Table, text: str, where: str | None, depth: int) -> list[dict[str, Any]]:
-        # A MatchQuery is tokenised like the indexed text and never parsed as query syntax,
-        # so operators, quotes or field names in the user's words are just words.
-        match = MatchQuery(
-            text,
-            "content",
-            boost=1.0,
-            fuzziness=0,
-            max_expansions=50,
-            operator=FullTextOperator.OR,
-            prefix_length=0,
-            document_granularity=None,
-        )
-        query = chunks.search(match, query_type="fts")
-        if where:
-            query = query.where(where, prefilter=True)
-        rows: list[dict[str, Any]] = (
-            query.select([*RANK_COLUMNS, "_score"])
-            .with_row_id(True)
-            .limit(depth)
-            .to_arrow()
-            .to_pylist()
-        )
-        for row in rows:
-            row["_leg_score"] = float(row.pop("_score"))
-        return rows
-
-    def _vector_leg(
-        self, chunks: Table, vector: Matrix, where: str | None, depth: int
-    ) -> list[dict[str, Any]]:
-        query = chunks.search(vector[0], query_type="vector", vector_column_name="vector")
-        assert isinstance(query, LanceVectorQueryBuilder)
-        query = query.distance_type("cosine")
+    async def _nprobes(self, table: AsyncTable, version: int, where: str | None) -> int:
+        """IVF partitions to probe, 0 while vector search is exact. More when a filter keeps
+        few rows, since the nearest allowed rows may then sit in partitions the default
+        probes miss."""
         partitions = self._vector_partitions
-        if partitions:
-            # Approximate search: probe more partitions when a filter keeps few rows, since
-            # the nearest allowed rows may then sit in partitions the default probes miss.
-            nprobes = self.settings.index_vector_nprobes
-            if where:
-                nprobes = math.ceil(nprobes / self._selectivity(chunks, where))
-            query = query.nprobes(min(nprobes, partitions)).refine_factor(
-                self.settings.index_vector_refine_factor
-            )
+        if not partitions:
+            return 0
+        nprobes = self.settings.index_vector_nprobes
         if where:
-            query = query.where(where, prefilter=True)
-        rows: list[dict[str, Any]] = (
-            query.select([*RANK_COLUMNS, "_distance"])
-            .with_row_id(True)
-            .limit(depth)
-            .to_arrow()
-            .to_pylist()
-        )
-        for row in rows:
-            row["_leg_score"] = 1.0 - float(row.pop("_distance"))
-        return rows
+            nprobes = math.ceil(nprobes / await self._selectivity(table, version, where))
+        return min(nprobes, partitions)
 
-    def _selectivity(self, chunks: Table, where: str) -> float:
+    async def _selectivity(self, table: AsyncTable, version: int, where: str) -> float:
         """Share of rows a filter keeps, counted once per table version and filter."""
-        key = (chunks.version, where)
+        key = (version, where)
         share = self._selectivity_cache.get(key)
         if share is None:
-            total = max(chunks.count_rows(), 1)
-            share = max(chunks.count_rows(where), 1) / total
+            total = max(await table.count_rows(), 1)
+            share = max(await table.count_rows(where), 1) / total
             if len(self._selectivity_cache) >= 256:
                 self._selectivity_cache.clear()
             self._selectivity_cache[key] = share
@@ -903,18 +965,18 @@ class IndexStore:
                 return
 
     def _fuse(self, legs: list[list[dict[str, Any]]]) -> list[tuple[dict[str, Any], float]]:
-        """Reciprocal rank fusion: each leg adds 1 / (k + rank) for every chunk it found;
-        every candidate, best first."""
+        """Reciprocal rank fusion: each leg adds 1 / (k + rank) for every row it found;
+        every candidate, best first (ties by row id, so one version always gives one order)."""
         k = self.settings.index_rrf_k
-        scores: dict[str, float] = {}
-        rows: dict[str, dict[str, Any]] = {}
+        scores: dict[int, float] = {}
+        rows: dict[int, dict[str, Any]] = {}
         for leg in legs:
             for rank, row in enumerate(leg, start=1):
-                chunk_id = row["chunk_id"]
-                scores[chunk_id] = scores.get(chunk_id, 0.0) + 1.0 / (k + rank)
-                rows.setdefault(chunk_id, row)
-        best = sorted(scores, key=lambda c: (-scores[c], c))
-        return [(rows[c], scores[c]) for c in best]
+                row_id = row["_rowid"]
+                scores[row_id] = scores.get(row_id, 0.0) + 1.0 / (k + rank)
+                rows.setdefault(row_id, row)
+        best = sorted(scores, key=lambda r: (-scores[r], r))
+        return [(rows[r], scores[r]) for r in best]
 
     @staticmethod
     def _hit(row: dict[str, Any], score: float) -> SearchHit:

@@ -575,3 +575,56 @@ def test_hits_read_again_from_memory_match_the_stored_rows(tmp_path: Path) -> No
     store.upsert(upsert_request("a.md", ["alpha words"], seed=2, metadata={"k": 2}))
     replaced = [h for h in store.search(bm25("alpha")).results if h.source == "a.md"]
     assert [h.metadata for h in replaced] == [{"k": 2}]
+
+
+def test_hits_of_remembered_and_new_documents_together(tmp_path: Path) -> None:
+    # The first search remembers a.md only; the second mixes it with b.md, read from the table.
+    store = IndexStore(settings_for(tmp_path))
+    store.upsert(upsert_request("a.md", ["alpha words"], metadata={"k": 1}))
+    store.upsert(upsert_request("b.md", ["gamma words"], seed=1, file_type="pdf"))
+    assert [h.source for h in store.search(bm25("alpha")).results] == ["a.md"]
+    mixed = store.search(bm25("words", top_k=5)).results
+    assert {(h.source, h.title, h.file_type, str(h.metadata)) for h in mixed} == {
+        ("a.md", "Title of a.md", "md", "{'k': 1}"),
+        ("b.md", "Title of b.md", "pdf", "{}"),
+    }
+
+
+class _AlwaysMovingVersion:
+    """An async table handle whose version moves on every look, as if a write landed in the
+    middle of every attempt at a read."""
+
+    def __init__(self, handle: Any) -> None:
+        self._handle = handle
+        self.looks = 0
+
+    async def version(self) -> int:
+        self.looks += 1
+        return int(await self._handle.version()) + self.looks
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._handle, name)
+
+
+async def test_a_search_that_never_sees_a_still_table_waits_for_the_write_lock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import services.index.store as store_module
+
+    store = IndexStore(settings_for(tmp_path))
+    store.upsert(upsert_request("a.md", ["alpha words"]))
+    moving: list[_AlwaysMovingVersion] = []
+    real_handle = store_module._async_handle
+
+    def handle(table: Any) -> _AlwaysMovingVersion:
+        moving.append(_AlwaysMovingVersion(real_handle(table)))
+        return moving[-1]
+
+    monkeypatch.setattr(store_module, "_async_handle", handle)
+    for request in (bm25("alpha"), bm25("alpha")):
+        hits = (await store.search_async(request)).results
+        assert [h.source for h in hits] == ["a.md"]
+    # Every attempt saw the version move, then the read ran once more under the lock.
+    assert [m.looks for m in moving] == [2 * 3 + 1] * 2
+    # The synchronous entry point (CLI, tests) takes the same way.
+    assert [h.source for h in store.search(bm25("alpha")).results] == ["a.md"]
