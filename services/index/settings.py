@@ -54,10 +54,10 @@ class IndexSettings(CommonSettings):
         "(0 = check on every read)",
     )
     index_vector_index_min_rows: int = Field(
-        default=50_000,
+        default=10_000,
         ge=256,
         description="Build an approximate (IVF-SQ) vector index once the chunks table has this "
-        "many rows; below it vector search is exact",
+        "many rows; below it vector search is exact, at about 0.8 ms per 1,000 rows on 2 cores",
     )
     index_vector_nprobes: int = Field(
         default=20, ge=1, description="IVF partitions probed per query (unfiltered)"
