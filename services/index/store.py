@@ -93,6 +93,8 @@ T = TypeVar("T")
 DOCUMENTS = "documents"
 CHUNKS = "chunks"
 META = "meta"
+# The `meta` key under which the vector index's partition count is kept.
+IVF_PARTITIONS_KEY = "ivf_partitions"
 PENDING = "pending"
 LIVE = "live"
 LIVE_ONLY = equals("state", LIVE)
@@ -262,6 +264,12 @@ def _async_handle(table: Table) -> AsyncTable:
     attribute is checked by the search tests)."""
     handle: AsyncTable = table._table  # type: ignore[attr-defined]
     return handle
+
+
+def _key_values(meta: Table) -> dict[str, str]:
+    """The `meta` table as a dict."""
+    rows = meta.search().limit(None).to_arrow().to_pylist()
+    return {str(r["key"]): str(r["value"]) for r in rows}
 
 
 def _on_lance_loop(coroutine: Coroutine[Any, Any, T]) -> T:
@@ -448,7 +456,7 @@ class IndexStore:
 
     @staticmethod
     def _read_stamp(meta: Table) -> ModelStamp | None:
-        rows = {r["key"]: r["value"] for r in meta.search().limit(None).to_arrow().to_pylist()}
+        rows = _key_values(meta)
         if "model" not in rows or "dim" not in rows:
             return None
         return ModelStamp(model=str(rows["model"]), dim=int(rows["dim"]))
@@ -916,25 +924,33 @@ class IndexStore:
         return self._ivf_partitions
 
     def _maybe_build_vector_index(self, chunks: Table) -> None:
-        """Past `index_vector_index_min_rows`, build the IVF-SQ index once; `optimize` then
-        folds new rows into it incrementally (rows not yet folded are searched exactly)."""
-        if self._ivf_partitions:
-            return
+        """Past `index_vector_index_min_rows`, build the IVF-SQ index with about sqrt(rows)
+        partitions; `optimize` then folds new rows into it incrementally (rows not yet folded
+        are searched exactly). Folding keeps the partitions trained on the rows of the build,
+        so they fill up as the table grows: once sqrt(rows) reaches twice their number, the
+        index is built again (at 10k rows and then 40k, 160k, 640k...), and a probe keeps
+        reading about sqrt(rows) rows."""
         rows = chunks.count_rows()
         if rows < self.settings.index_vector_index_min_rows:
             return
         partitions = max(16, int(math.sqrt(rows)))
+        if self._ivf_partitions and partitions < 2 * self._ivf_partitions:
+            return
         started = time.perf_counter()
         chunks.create_index(
             "vector", config=IvfSq(distance_type="cosine", num_partitions=partitions)
         )
-        self._ivf_partitions = partitions
+        before, self._ivf_partitions = self._ivf_partitions, partitions
+        self._record_meta(IVF_PARTITIONS_KEY, str(partitions))
         log.info(
-            "built the approximate vector index",
+            "rebuilt the approximate vector index"
+            if before
+            else "built the approximate vector index",
             extra={
                 "fields": {
                     "rows": rows,
                     "partitions": partitions,
+                    "previous_partitions": before,
                     "seconds": round(time.perf_counter() - started, 2),
                 }
             },
@@ -957,12 +973,28 @@ class IndexStore:
             log.warning("could not prewarm the search indexes", exc_info=True)
 
     def _read_vector_index(self, chunks: Table) -> None:
+        """The partitions of an existing vector index, as recorded in `meta` when it was
+        built (Lance's index statistics do not tell); an index from a release that did not
+        record them is taken to have about sqrt(rows)."""
         for index in chunks.list_indices():
             if tuple(index.columns) == ("vector",):
-                stats = chunks.index_stats(index.name)
-                parts = getattr(stats, "num_partitions", None) if stats else None
-                self._ivf_partitions = int(parts or max(16, int(math.sqrt(chunks.count_rows()))))
+                recorded = self._meta().get(IVF_PARTITIONS_KEY)
+                estimate = max(16, int(math.sqrt(chunks.count_rows())))
+                self._ivf_partitions = int(recorded) if recorded else estimate
                 return
+
+    def _meta(self) -> dict[str, str]:
+        return _key_values(self._db.open_table(META))
+
+    def _record_meta(self, key: str, value: str) -> None:
+        row = pa.table(
+            {"key": [key], "value": [value]},
+            schema=pa.schema([("key", pa.string()), ("value", pa.string())]),
+        )
+        meta = self._db.open_table(META)
+        meta.merge_insert("key").when_matched_update_all().when_not_matched_insert_all().execute(
+            row
+        )
 
     def _fuse(self, legs: list[list[dict[str, Any]]]) -> list[tuple[dict[str, Any], float]]:
         """Reciprocal rank fusion: each leg adds 1 / (k + rank) for every row it found;

@@ -67,3 +67,42 @@ async def test_vector_index_is_built_past_the_threshold_and_stays_accurate(
             IndexSearchRequest(query="", vector_b64=encode(queries[:1]), top_k=5, mode="vector")
         )
         assert len(again.results) == 5
+
+
+async def test_vector_index_is_built_again_as_the_table_outgrows_its_partitions(
+    tmp_path: Path,
+) -> None:
+    settings = IndexSettings(lancedb_uri=str(tmp_path / "db"), index_vector_index_min_rows=600)
+    vectors = clustered(3000, 3)
+    seen: list[tuple[int, int]] = []
+    async with IndexCore(settings) as core:
+        for d in range(10):
+            part = vectors[d * 300 : (d + 1) * 300]
+            request = document(f"src-{d}", [f"doc {d} chunk {i}" for i in range(300)], vectors=part)
+            await core.upsert(request)
+            await core.optimize()
+            assert core.store is not None
+            seen.append(((d + 1) * 300, core.store._vector_partitions))
+        # Built at 600 rows with sqrt(600) = 24 partitions; built again once sqrt(rows)
+        # reached 48 (2,304 rows), then kept while 48 is more than half of sqrt(rows).
+        assert seen == [
+            (300, 0),
+            *[(n, 24) for n in range(600, 2400, 300)],
+            (2400, 48),
+            (2700, 48),
+            (3000, 48),
+        ]
+        queries = clustered(20, 4)
+        hits = 0
+        for q in queries:
+            exact = np.argsort(-(vectors @ q))[:10]
+            truth = {(f"src-{i // 300}", i % 300) for i in exact}
+            found = await core.search(
+                IndexSearchRequest(query="", vector_b64=encode(q[None, :]), top_k=10, mode="vector")
+            )
+            hits += len(truth & {(h.source, h.chunk_index) for h in found.results})
+        assert hits / 200 >= 0.95
+
+    # After a restart the partitions are those recorded at the build, not sqrt(3000) = 54.
+    async with IndexCore(settings) as reopened:
+        assert reopened.store is not None and reopened.store._vector_partitions == 48
