@@ -929,7 +929,7 @@ class IndexStore:
         are searched exactly). Folding keeps the partitions trained on the rows of the build,
         so they fill up as the table grows: once sqrt(rows) reaches twice their number, the
         index is built again (at 10k rows and then 40k, 160k, 640k...), and a probe keeps
-        reading about sqrt(rows) rows."""
+        reading between about sqrt(rows) and 2 * sqrt(rows) rows."""
         rows = chunks.count_rows()
         if rows < self.settings.index_vector_index_min_rows:
             return
