@@ -24,6 +24,21 @@ def clustered(n: int, seed: int) -> np.ndarray:
     return out
 
 
+async def recall_at_10(
+    core: IndexCore, vectors: np.ndarray, queries: np.ndarray, per_source: int
+) -> float:
+    """Vector-mode hits against exact top-10, for rows stored `per_source` to a source."""
+    hits = 0
+    for q in queries:
+        exact = np.argsort(-(vectors @ q))[:10]
+        truth = {(f"src-{i // per_source}", i % per_source) for i in exact}
+        found = await core.search(
+            IndexSearchRequest(query="", vector_b64=encode(q[None, :]), top_k=10, mode="vector")
+        )
+        hits += len(truth & {(h.source, h.chunk_index) for h in found.results})
+    return hits / (10 * len(queries))
+
+
 async def test_vector_index_is_built_past_the_threshold_and_stays_accurate(
     tmp_path: Path,
 ) -> None:
@@ -44,15 +59,7 @@ async def test_vector_index_is_built_past_the_threshold_and_stays_accurate(
             assert built == ((d + 1) * 100 >= 600), d
 
         queries = clustered(30, 2)
-        hits = 0
-        for q in queries:
-            exact = np.argsort(-(vectors @ q))[:10]
-            truth = {(f"src-{i // 100}", i % 100) for i in exact}
-            found = await core.search(
-                IndexSearchRequest(query="", vector_b64=encode(q[None, :]), top_k=10, mode="vector")
-            )
-            hits += len(truth & {(h.source, h.chunk_index) for h in found.results})
-        assert hits / 300 >= 0.95
+        assert await recall_at_10(core, vectors, queries, per_source=100) >= 0.95
 
         odd = await core.search(
             IndexSearchRequest(
@@ -92,16 +99,7 @@ async def test_vector_index_is_built_again_as_the_table_outgrows_its_partitions(
             (2700, 48),
             (3000, 48),
         ]
-        queries = clustered(20, 4)
-        hits = 0
-        for q in queries:
-            exact = np.argsort(-(vectors @ q))[:10]
-            truth = {(f"src-{i // 300}", i % 300) for i in exact}
-            found = await core.search(
-                IndexSearchRequest(query="", vector_b64=encode(q[None, :]), top_k=10, mode="vector")
-            )
-            hits += len(truth & {(h.source, h.chunk_index) for h in found.results})
-        assert hits / 200 >= 0.95
+        assert await recall_at_10(core, vectors, clustered(20, 4), per_source=300) >= 0.95
 
     # After a restart the partitions are those recorded at the build, not sqrt(3000) = 54.
     async with IndexCore(settings) as reopened:
