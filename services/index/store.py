@@ -810,7 +810,12 @@ class IndexStore:
         handle = _async_handle(table)
         for _ in range(_READ_ATTEMPTS):
             before = await handle.version()
-            result = await read(handle, before)
+            try:
+                result = await read(handle, before)
+            except Exception:
+                if await handle.version() == before:
+                    raise
+                continue  # a write landed in the middle: the row ids read are void
             if await handle.version() == before:
                 return result
 
@@ -843,7 +848,10 @@ class IndexStore:
             documents.update(self._remember_documents(fetched.to_pylist()))
         by_id = {}
         for row in rows:
-            row.update(documents[row["doc_id"]])
+            document = documents.get(row["doc_id"])
+            if document is None:  # the table moved between the two reads: read again
+                continue
+            row.update(document)
             by_id[row.pop("_rowid")] = row
         return [(by_id[r["_rowid"]], score) for r, score in picked if r["_rowid"] in by_id]
 
