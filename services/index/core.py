@@ -1,9 +1,9 @@
 """`IndexCore`: the index service for asyncio callers, `libs.ports.IndexPort` in-process.
 
 The HTTP app, the stdio server and the CLI all use it. It opens the store on first use (or in
-`start`), runs every blocking LanceDB call in a worker thread (a search is awaited on the loop
-instead: `IndexStore.search_async`), and keeps a background task that folds new rows into the
-indexes (`optimize`) every N writes or T seconds after a write.
+`start`), runs every blocking LanceDB call in a worker thread (searches and document listings
+are awaited on the loop instead, see `IndexStore._stable`), and keeps a background task that
+folds new rows into the indexes (`optimize`) every N writes or T seconds after a write.
 """
 
 from __future__ import annotations
@@ -141,7 +141,7 @@ class IndexCore(AsyncLifecycle):
     async def search(self, request: IndexSearchRequest) -> SearchResult:
         store = await self.start()
         with SEARCH_SECONDS.labels(request.mode).time():
-            # On this loop, not in a worker thread: see IndexStore.search_async.
+            # On this loop, not in a worker thread: see IndexStore._stable.
             return await store.search_async(request)
 
     async def list_documents(
@@ -151,7 +151,8 @@ class IndexCore(AsyncLifecycle):
             raise InvalidInputError(f"limit must be between 1 and {MAX_LIST_LIMIT}, got {limit}")
         if offset < 0:
             raise InvalidInputError(f"offset must be 0 or more, got {offset}")
-        return await self._run(lambda store: store.list_documents(library, limit, offset))
+        store = await self.start()
+        return await store.list_documents_async(library, limit, offset)
 
     async def list_libraries(self) -> ListLibrariesResult:
         return await self._run(lambda store: store.list_libraries())

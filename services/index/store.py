@@ -49,7 +49,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from lancedb.background_loop import LOOP
 from lancedb.index import FTS, BTree, IvfSq
-from lancedb.query import ColumnOrdering, FullTextOperator, MatchQuery
+from lancedb.query import (
+    AsyncFTSQuery,
+    AsyncVectorQuery,
+    ColumnOrdering,
+    FullTextOperator,
+    MatchQuery,
+)
 from lancedb.table import AsyncTable, Table
 
 from libs.contracts import (
@@ -293,13 +299,7 @@ async def _fts_leg(
         document_granularity=None,
     )
     query = table.query().nearest_to_text(match)
-    if where:
-        query = query.where(where)  # filters before the search (prefilter)
-    found = await query.select([*columns, "_score"]).with_row_id().limit(depth).to_arrow()
-    rows: list[dict[str, Any]] = found.to_pylist()
-    for row in rows:
-        row["_leg_score"] = float(row.pop("_score"))
-    return rows
+    return await _candidates(query, where, depth, columns, "_score", float)
 
 
 async def _vector_leg(
@@ -314,12 +314,25 @@ async def _vector_leg(
     query = table.query().nearest_to(vector[0]).column("vector").distance_type("cosine")
     if nprobes:  # approximate search over the IVF index
         query = query.nprobes(nprobes).maximum_nprobes(nprobes).refine_factor(refine_factor)
+    return await _candidates(query, where, depth, columns, "_distance", lambda d: 1.0 - d)
+
+
+async def _candidates(
+    query: AsyncFTSQuery | AsyncVectorQuery,
+    where: str | None,
+    depth: int,
+    columns: list[str],
+    score_column: str,
+    score: Callable[[float], float],
+) -> list[dict[str, Any]]:
+    """A leg's best `depth` rows, each with its row id, `columns` and `_leg_score` (higher is
+    better), `where` applied before the search (prefilter)."""
     if where:
-        query = query.where(where)  # filters before the search (prefilter)
-    found = await query.select([*columns, "_distance"]).with_row_id().limit(depth).to_arrow()
+        query = query.where(where)
+    found = await query.select([*columns, score_column]).with_row_id().limit(depth).to_arrow()
     rows: list[dict[str, Any]] = found.to_pylist()
     for row in rows:
-        row["_leg_score"] = 1.0 - float(row.pop("_distance"))
+        row["_leg_score"] = score(float(row.pop(score_column)))
     return rows
 
 
@@ -555,16 +568,6 @@ class IndexStore:
 
     # ------------------------------------------------------------------------- reads
 
-    def _stable(self, table: Table, read: Callable[[], T]) -> T:
-        """Run `read` (several queries) so that all of them see one version of `table`."""
-        for _ in range(_READ_ATTEMPTS):
-            before = table.version
-            result = read()
-            if table.version == before:
-                return result
-        with self._write_lock:
-            return read()
-
     def lookup(self, library: str, source: str) -> DocumentInfo | None:
         documents, _ = self._tables()
         if documents is None:
@@ -671,31 +674,30 @@ class IndexStore:
         ]
 
     def list_documents(self, library: str | None, limit: int, offset: int) -> ListDocumentsResult:
+        """`list_documents_async` for callers without an event loop of their own."""
+        return _on_lance_loop(self.list_documents_async(library, limit, offset))
+
+    async def list_documents_async(
+        self, library: str | None, limit: int, offset: int
+    ) -> ListDocumentsResult:
         documents, _ = self._tables()
         if documents is None:
             return ListDocumentsResult(documents=[], count=0, total=0)
         where = LIVE_ONLY if library is None else f"{LIVE_ONLY} AND {equals('library', library)}"
 
-        def read() -> ListDocumentsResult:
+        async def read(table: AsyncTable, version: int) -> ListDocumentsResult:
             # The sort, offset and limit run inside Lance (a top-k sort): only the page's
             # rows are materialised, however many documents the store holds.
-            total = documents.count_rows(where)
+            total = await table.count_rows(where)
             if offset >= total:
                 return ListDocumentsResult(documents=[], count=0, total=total)
-            rows = (
-                documents.search()
-                .where(where)
-                .select(DOCUMENT_INFO_COLUMNS)
-                .order_by(NEWEST_FIRST)
-                .offset(offset)
-                .limit(limit)
-                .to_arrow()
-                .to_pylist()
-            )
+            query = table.query().where(where).select(DOCUMENT_INFO_COLUMNS)
+            page = query.order_by(NEWEST_FIRST).offset(offset).limit(limit)
+            rows = (await page.to_arrow()).to_pylist()
             infos = [self._document_info(row) for row in rows]
             return ListDocumentsResult(documents=infos, count=len(infos), total=total)
 
-        return self._stable(documents, read)
+        return await self._stable(documents, read)
 
     def list_libraries(self) -> ListLibrariesResult:
         documents, _ = self._tables()
@@ -763,13 +765,13 @@ class IndexStore:
         rank_columns = ["doc_id"] if per_document is not None else []
 
         async def read(table: AsyncTable, version: int) -> list[tuple[dict[str, Any], float]]:
+            nprobes = await self._nprobes(table, version, where) if vector is not None else 0
             depth = depth_start
             while True:
                 legs: list[Awaitable[list[dict[str, Any]]]] = []
                 if mode != "vector" and text:
                     legs.append(_fts_leg(table, text, where, depth, rank_columns))
                 if vector is not None:
-                    nprobes = await self._nprobes(table, version, where)
                     legs.append(
                         _vector_leg(
                             table,
@@ -795,18 +797,17 @@ class IndexStore:
 
         # Legs, fusion and the read of the picked rows see one table version: row ids are
         # only meaningful within it.
-        picked = await self._stable_async(chunks, read)
+        picked = await self._stable(chunks, read)
         self._fill_token_counts([row for row, _ in picked])
         return _within_budget([self._hit(row, score) for row, score in picked], request.max_tokens)
 
-    async def _stable_async(
-        self, table: Table, read: Callable[[AsyncTable, int], Awaitable[T]]
-    ) -> T:
-        """`_stable` for a read written against LanceDB's async API, given the version it
-        runs against. Awaited on the caller's loop, a search costs no hand-over to a worker
-        thread and back for each query it runs (on 2 cores each is a wake-up that costs
-        more than planning the query it carries). After `_READ_ATTEMPTS` writes landing in
-        the middle, the read waits for the write lock in a worker thread, not on the loop."""
+    async def _stable(self, table: Table, read: Callable[[AsyncTable, int], Awaitable[T]]) -> T:
+        """Run `read` (several queries, through LanceDB's async API, given the version it runs
+        against) so that all of them see one version of `table`. Awaited on the caller's loop,
+        a read costs no hand-over to a worker thread and back for each query (on 2 cores each
+        is a wake-up that costs more than planning the query it carries). After
+        `_READ_ATTEMPTS` writes landing in the middle, the read waits for the write lock in a
+        worker thread, not on the loop."""
         handle = _async_handle(table)
         for _ in range(_READ_ATTEMPTS):
             before = await handle.version()
@@ -987,8 +988,9 @@ class IndexStore:
         for index in chunks.list_indices():
             if tuple(index.columns) == ("vector",):
                 recorded = self._meta().get(IVF_PARTITIONS_KEY)
-                estimate = max(16, int(math.sqrt(chunks.count_rows())))
-                self._ivf_partitions = int(recorded) if recorded else estimate
+                self._ivf_partitions = (
+                    int(recorded) if recorded else max(16, int(math.sqrt(chunks.count_rows())))
+                )
                 return
 
     def _meta(self) -> dict[str, str]:
