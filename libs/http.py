@@ -49,12 +49,13 @@ def make_http_client(
 ) -> httpx.AsyncClient:
     """Every inter-service client is built here: explicit timeouts, pooled connections, and
     for plain http the lean transport (`libs.transport`) instead of httpx's own."""
+    limits = httpx.Limits(max_connections=64, max_keepalive_connections=32)
     if transport is None and base_url.startswith("http://"):
-        transport = LeanTransport(max_connections=64, max_keepalive=32)
+        transport = LeanTransport(limits)
     return httpx.AsyncClient(
         base_url=base_url,
         timeout=httpx.Timeout(timeout_s, connect=min(5.0, timeout_s)),
-        limits=httpx.Limits(max_connections=64, max_keepalive_connections=32),
+        limits=limits,
         transport=transport,
         trust_env=False,
     )

@@ -74,18 +74,16 @@ class _Connection:
         self.writer.close()
 
 
-def _timeouts(request: httpx.Request) -> dict[str, float | None]:
-    timeouts: dict[str, float | None] = request.extensions.get("timeout", {})
-    return timeouts
-
-
 class LeanTransport(httpx.AsyncBaseTransport):
     """HTTP/1.1 over pooled keep-alive TCP connections, for `http://` URLs."""
 
-    def __init__(self, max_connections: int = 64, max_keepalive: int = 32) -> None:
+    def __init__(self, limits: httpx.Limits) -> None:
+        """`limits` read as httpx reads them: None is no limit."""
+        unlimited = 1 << 30
+        connections, keepalive = limits.max_connections, limits.max_keepalive_connections
         self._idle: dict[tuple[str, int], deque[_Connection]] = {}
-        self._max_keepalive = max_keepalive
-        self._slots = asyncio.Semaphore(max_connections)
+        self._max_keepalive = unlimited if keepalive is None else keepalive
+        self._slots = asyncio.Semaphore(unlimited if connections is None else connections)
         self._closed = False
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
@@ -95,7 +93,7 @@ class LeanTransport(httpx.AsyncBaseTransport):
             )
         if self._closed:
             raise httpx.ConnectError("the transport was closed", request=request)
-        timeouts = _timeouts(request)
+        timeouts: dict[str, float | None] = request.extensions.get("timeout", {})
         body = b"".join([part async for part in request.stream])  # type: ignore[union-attr]
         head = _head(request, body)
         # A small request leaves in one piece; a large body is not copied to get there.

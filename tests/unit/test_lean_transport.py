@@ -72,7 +72,7 @@ async def echo_forever(reader: asyncio.StreamReader, writer: asyncio.StreamWrite
 
 def client(url: str, **timeouts: float) -> httpx.AsyncClient:
     timeout = httpx.Timeout(5.0, **timeouts)
-    return httpx.AsyncClient(base_url=url, transport=LeanTransport(), timeout=timeout)
+    return httpx.AsyncClient(base_url=url, transport=LeanTransport(httpx.Limits()), timeout=timeout)
 
 
 async def test_requests_share_one_kept_alive_connection() -> None:
