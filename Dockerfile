@@ -70,7 +70,7 @@ USER 10001:10001
 EXPOSE 8001
 HEALTHCHECK --interval=15s --timeout=5s --start-period=60s --retries=3 \
     CMD ["python", "/usr/local/bin/mvdb-healthcheck"]
-CMD ["python", "-m", "services.serve", "converter"]
+CMD ["python", "-m", "services.entrypoints.serve", "converter"]
 
 FROM model AS embedder
 COPY deploy/docker/healthcheck.py /usr/local/bin/mvdb-healthcheck
@@ -84,7 +84,7 @@ USER 10001:10001
 EXPOSE 8002
 HEALTHCHECK --interval=15s --timeout=5s --start-period=90s --retries=3 \
     CMD ["python", "/usr/local/bin/mvdb-healthcheck"]
-CMD ["python", "-m", "services.serve", "embedder"]
+CMD ["python", "-m", "services.entrypoints.serve", "embedder"]
 
 FROM deps AS index
 COPY deploy/docker/healthcheck.py /usr/local/bin/mvdb-healthcheck
@@ -98,7 +98,7 @@ USER 10001:10001
 EXPOSE 8003
 HEALTHCHECK --interval=15s --timeout=5s --start-period=60s --retries=3 \
     CMD ["python", "/usr/local/bin/mvdb-healthcheck"]
-CMD ["python", "-m", "services.serve", "index"]
+CMD ["python", "-m", "services.entrypoints.serve", "index"]
 
 FROM deps AS gateway
 COPY deploy/docker/healthcheck.py /usr/local/bin/mvdb-healthcheck
@@ -111,4 +111,4 @@ USER 10001:10001
 EXPOSE 8000
 HEALTHCHECK --interval=15s --timeout=5s --start-period=30s --retries=3 \
     CMD ["python", "/usr/local/bin/mvdb-healthcheck"]
-CMD ["python", "-m", "services.serve", "gateway"]
+CMD ["python", "-m", "services.entrypoints.serve", "gateway"]

@@ -48,13 +48,13 @@ test-e2e: install ## End-to-end tests (four services on loopback, MCP client)
 	$(VENV)/bin/python -m pytest -q tests/e2e
 
 up: install ## Start the four services in the background and wait until ready
-	@$(PY) -m services.cluster up
+	@$(PY) -m services.entrypoints.cluster up
 
 down: ## Stop the services started by `make up`
-	@test -x $(PY) && $(PY) -m services.cluster down || true
+	@test -x $(PY) && $(PY) -m services.entrypoints.cluster down || true
 
 status: install ## Show whether the services are ready
-	@$(PY) -m services.cluster status
+	@$(PY) -m services.entrypoints.cluster status
 
 bench: bench-quality bench-perf bench-load ## Run every benchmark (slow; not part of make test)
 

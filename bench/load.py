@@ -34,7 +34,7 @@ import numpy as np
 from mcp import ClientSession
 from mcp.client.sse import sse_client
 
-from services.cluster import LocalCluster, local_env, running
+from services.entrypoints.cluster import LocalCluster, local_env, running
 
 REPO = Path(__file__).resolve().parents[1]
 BOOK = REPO.parent / "shared" / "data" / "files" / "gutenberg" / "1342-0.txt"

@@ -36,7 +36,7 @@ import httpx
 import numpy as np
 
 from bench.beir import load
-from services.cluster import LocalCluster, local_env, running
+from services.entrypoints.cluster import LocalCluster, local_env, running
 
 REPO = Path(__file__).resolve().parents[1]
 SCIFACT = REPO.parent / "shared" / "data" / "retrieval" / "scifact"

@@ -52,9 +52,9 @@ def as_markdown(title: str, text: str) -> str:
 async def evaluate(ds: Dataset, concurrency: int) -> dict[str, Any]:
     from libs.contracts import IndexSearchRequest
     from libs.vectors import encode
+    from services.entrypoints.inprocess import inprocess_ports
     from services.gateway.pipeline import Pipeline
     from services.gateway.settings import GatewaySettings
-    from services.inprocess import inprocess_ports
 
     settings = GatewaySettings(transport="bench")
     async with inprocess_ports(settings) as ports:

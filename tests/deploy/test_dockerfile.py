@@ -66,7 +66,7 @@ def test_every_service_target_runs_non_root_with_a_healthcheck(service: str) -> 
     assert "mvdb-healthcheck" in healthcheck
     assert f"ENV MVDB_SERVICE={service}" in " ".join(stage)
     assert f"EXPOSE {PORTS[service]}" in stage
-    assert stage[-1] == f'CMD ["python", "-m", "services.serve", "{service}"]'
+    assert stage[-1] == f'CMD ["python", "-m", "services.entrypoints.serve", "{service}"]'
 
 
 def test_dependencies_are_installed_before_the_code_is_copied() -> None:

@@ -1,6 +1,7 @@
 """A real Prometheus scraping the four real services.
 
-The services are started the way `make up` starts them (`python -m services.cluster up`) on
+The services are started the way `make up` starts them
+(`python -m services.entrypoints.cluster up`) on
 free loopback ports with their own var directory and LanceDB. Prometheus (Debian's package,
 run in the foreground on 127.0.0.1, never as the system service) gets
 deploy/prometheus/prometheus.yml with only the targets, the token file path and the intervals
@@ -98,7 +99,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     # Tokens on, as any exposed deployment has them: Prometheus must scrape the gateway with
     # the read-only token, and the upload must carry the full one.
     env.update(AUTH_TOKEN=FULL_TOKEN, READ_ONLY_TOKEN=f"{READ_TOKEN},another-read-token")
-    cli = [sys.executable, "-m", "services.cluster"]
+    cli = [sys.executable, "-m", "services.entrypoints.cluster"]
     started = subprocess.run(
         [*cli, "up", "--wait", "240"],
         cwd=REPO,

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from services.cluster import LocalCluster, local_env, running
+from services.entrypoints.cluster import LocalCluster, local_env, running
 from tests.conftest import SHARED_FILES
 from tests.mcp_client import sse_tools
 

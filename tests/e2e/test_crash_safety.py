@@ -1,5 +1,6 @@
 """Crash safety end to end: the four services started like `make up`, each one in turn killed
-with SIGKILL in the middle of a folder ingest and started again with `services.cluster up`.
+with SIGKILL in the middle of a folder ingest and started again with
+`services.entrypoints.cluster up`.
 
 After every crash the store must be consistent and must have kept everything it
 acknowledged:
@@ -34,7 +35,7 @@ from typing import Any
 import httpx
 import pytest
 
-from services.cluster import LocalCluster, local_env, running
+from services.entrypoints.cluster import LocalCluster, local_env, running
 from tests.conftest import REPO, SHARED_FILES
 from tests.mcp_client import sse_tools
 
@@ -106,7 +107,7 @@ def _kill(cluster: LocalCluster, service: str) -> None:
 
 def _restart(cluster: LocalCluster) -> str:
     started = subprocess.run(
-        [sys.executable, "-m", "services.cluster", "up", "--wait", "240"],
+        [sys.executable, "-m", "services.entrypoints.cluster", "up", "--wait", "240"],
         cwd=REPO,
         env=cluster.env,
         capture_output=True,

@@ -290,7 +290,7 @@ def test_cli_against_the_gateway(cluster: Cluster, tmp_path: Path) -> None:
     folder = tmp_path / "cli"
     folder.mkdir()
     shutil.copy(SHARED_FILES / "markitdown/test_notebook.ipynb", folder / "nb.ipynb")
-    cli = [sys.executable, "-m", "services.ingest_cli"]
+    cli = [sys.executable, "-m", "services.entrypoints.ingest"]
     ok = subprocess.run(
         [*cli, str(folder), "--library", "cli", "--url", cluster.gateway],
         capture_output=True,
@@ -332,7 +332,7 @@ def test_cli_in_process_then_stdio_server(offline_env: dict[str, str], tmp_path:
     folder.mkdir()
     (folder / "walrus.md").write_text("# Walrus\n\nWalruses use their tusks to haul out onto ice.")
     done = subprocess.run(
-        [sys.executable, "-m", "services.ingest_cli", str(folder), "--library", "local"],
+        [sys.executable, "-m", "services.entrypoints.ingest", str(folder), "--library", "local"],
         capture_output=True,
         text=True,
         timeout=300,
@@ -344,7 +344,7 @@ def test_cli_in_process_then_stdio_server(offline_env: dict[str, str], tmp_path:
 
     params = StdioServerParameters(
         command=sys.executable,
-        args=["-m", "services.main", "--transport", "stdio"],
+        args=["-m", "services.entrypoints.mcpvectordb", "--transport", "stdio"],
         env=offline_env,
         cwd=str(REPO),
     )

@@ -429,7 +429,7 @@ def test_random_ingest_folder_requests(fake_gateway: str, request: Any) -> None:
 
 @pytest.fixture(scope="module")
 def real_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    from services.inprocess import inprocess_ports
+    from services.entrypoints.inprocess import inprocess_ports
 
     var_dir = tmp_path_factory.mktemp("real-var")
     with pytest.MonkeyPatch.context() as env:

@@ -134,7 +134,7 @@ async def test_ingest_tools_refuse_paths_outside_the_roots(gateway: str, layout:
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MCPVECTORDB_")}
     return subprocess.run(
-        [sys.executable, "-m", "services.ingest_cli", *args],
+        [sys.executable, "-m", "services.entrypoints.ingest", *args],
         capture_output=True,
         text=True,
         timeout=120,
@@ -267,7 +267,7 @@ def test_the_gateway_refuses_to_listen_beyond_loopback_without_a_token() -> None
     env = {k: v for k, v in os.environ.items() if k not in ("AUTH_TOKEN", "READ_ONLY_TOKEN")}
     env.update(BIND_HOST="0.0.0.0", ALLOW_UNAUTHENTICATED_REMOTE="false", GATEWAY_PORT="1")
     result = subprocess.run(
-        [sys.executable, "-m", "services.serve", "gateway"],
+        [sys.executable, "-m", "services.entrypoints.serve", "gateway"],
         capture_output=True,
         text=True,
         timeout=120,

@@ -1,4 +1,5 @@
-"""Run one service under uvicorn: `python -m services.serve {converter|embedder|index|gateway}`.
+"""Run one service under uvicorn:
+`python -m services.entrypoints.serve {converter|embedder|index|gateway}`.
 
 Settings come from the environment; logs are JSON lines on stderr.
 """
@@ -50,7 +51,7 @@ def build(service: str) -> tuple[FastAPI, str, int]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m services.serve")
+    parser = argparse.ArgumentParser(prog="python -m services.entrypoints.serve")
     parser.add_argument("service", choices=SERVICES)
     args = parser.parse_args(argv)
     try:

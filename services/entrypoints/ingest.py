@@ -52,9 +52,9 @@ class Progress:
 
 
 async def _run_local(req: IngestFolderInput, progress: Progress) -> FolderIngestResult:
+    from services.entrypoints.inprocess import inprocess_ports
     from services.gateway.pipeline import Pipeline
     from services.gateway.sources import scan_folder
-    from services.inprocess import inprocess_ports
 
     settings = GatewaySettings(transport="cli")
     folder = Path(req.folder).expanduser().resolve()

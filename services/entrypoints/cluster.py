@@ -92,7 +92,7 @@ def up(settings: CommonSettings, wait_s: float) -> int:
         log_path = settings.var_dir / "log" / f"{name}.log"
         with log_path.open("ab") as log:
             process = subprocess.Popen(
-                [sys.executable, "-m", "services.serve", name],
+                [sys.executable, "-m", "services.entrypoints.serve", name],
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
@@ -219,7 +219,7 @@ def running(env: dict[str, str], wait_s: float = 240) -> Iterator[LocalCluster]:
     """Start the four services with `env` (see `local_env`), yield, then stop them."""
     var_dir = Path(env["VAR_DIR"])
     repo = Path(__file__).resolve().parents[1]
-    command = [sys.executable, "-m", "services.cluster"]
+    command = [sys.executable, "-m", "services.entrypoints.cluster"]
     try:
         started = subprocess.run(
             [*command, "up", "--wait", str(wait_s)],
@@ -252,7 +252,7 @@ def running(env: dict[str, str], wait_s: float = 240) -> Iterator[LocalCluster]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m services.cluster")
+    parser = argparse.ArgumentParser(prog="python -m services.entrypoints.cluster")
     parser.add_argument("command", choices=("up", "down", "status"))
     parser.add_argument("--wait", type=float, default=180.0, help="seconds to wait for ready")
     args = parser.parse_args(argv)

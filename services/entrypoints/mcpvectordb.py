@@ -22,9 +22,9 @@ from services.gateway.settings import GatewaySettings
 
 
 async def _run_stdio(settings: GatewaySettings) -> None:
+    from services.entrypoints.inprocess import inprocess_ports
     from services.gateway.pipeline import Pipeline
     from services.gateway.tools import ToolService, build_mcp_server, model_cache_dir
-    from services.inprocess import inprocess_ports
 
     service = ToolService(transport="stdio", model_cache=model_cache_dir(settings.var_dir))
     server = build_mcp_server(service)
@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     ports = None
     if args.standalone:
-        from services.inprocess import inprocess_ports
+        from services.entrypoints.inprocess import inprocess_ports
 
         ports = inprocess_ports
     settings = settings.model_copy(update={"bind_host": host})
