@@ -29,6 +29,9 @@ from libs.vectors import Matrix
 
 
 class ConverterPort(Protocol):
+    """`convert` and `chunk` return at least one chunk, each with its token count; a document
+    without indexable text is `NoTextError` (no_text_extracted), never an empty result."""
+
     async def convert(self, data: bytes, filename: str) -> ConvertResult: ...
     async def chunk(self, request: ChunkRequest) -> ConvertResult: ...
     async def ready(self) -> tuple[bool, str]: ...

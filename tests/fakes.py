@@ -36,10 +36,10 @@ from libs.contracts import (
     UpsertRequest,
     UpsertResponse,
 )
-from libs.errors import ConversionError, NotFoundError, UnsupportedFormatError
+from libs.errors import ConversionError, NoTextError, NotFoundError, UnsupportedFormatError
 from libs.formats import is_convertible
 from libs.vectors import Matrix, decode
-from services.gateway.app import Ports
+from services.gateway.ports import Ports
 from services.gateway.settings import GatewaySettings
 
 
@@ -65,7 +65,11 @@ class FakeConverter:
     @staticmethod
     def _split(text: str, title: str, file_type: str) -> ConvertResult:
         parts = [p for p in text.split("\n\n") if p.strip()]
-        chunks = [Chunk(chunk_index=i, text=p) for i, p in enumerate(parts)]
+        if not parts:  # like the real converter: no result without text to index
+            raise NoTextError("the fake converter found no text")
+        chunks = [
+            Chunk(chunk_index=i, text=p, token_count=len(p.split())) for i, p in enumerate(parts)
+        ]
         return ConvertResult(markdown=text, title=title, file_type=file_type, chunks=chunks)
 
     async def ready(self) -> tuple[bool, str]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from enum import Enum
 
 from libs.errors import InvalidInputError, UnsupportedFormatError
+from libs.formats import CONVERTIBLE_EXTENSIONS
 
 
 class Route(Enum):
@@ -40,8 +41,6 @@ ROUTES: dict[str, Route] = {
     ".ipynb": Route.TEXT,
     ".zip": Route.ARCHIVE,
 }
-
-SUPPORTED_EXTENSIONS: tuple[str, ...] = tuple(sorted(ROUTES))
 
 _OCR = (
     "reading text from images needs OCR, and no OCR engine is installed in the converter; "
@@ -92,5 +91,6 @@ def route_for(filename: str) -> Route:
     what = f"'{ext}' files" if ext else "files without an extension"
     raise UnsupportedFormatError(
         f"cannot convert '{name}': {what} are not supported. Supported extensions: "
-        f"{', '.join(SUPPORTED_EXTENSIONS)}. For other text, index it with ingest_content."
+        f"{', '.join(sorted(CONVERTIBLE_EXTENSIONS))}. For other text, index it with "
+        "ingest_content."
     )

@@ -53,7 +53,7 @@ class Progress:
 
 async def _run_local(req: IngestFolderInput, progress: Progress) -> FolderIngestResult:
     from services.entrypoints.inprocess import inprocess_ports
-    from services.gateway.pipeline import Pipeline
+    from services.gateway.library import Library
     from services.gateway.sources import scan_folder
 
     settings = GatewaySettings(transport="cli")
@@ -61,15 +61,9 @@ async def _run_local(req: IngestFolderInput, progress: Progress) -> FolderIngest
     if folder.is_dir():
         progress.total = len(scan_folder(folder, req.recursive).files)
     async with inprocess_ports(settings) as ports:
-        pipeline = Pipeline(settings, ports.converter, ports.embedder, ports.index, None)
-        return await pipeline.ingest_folder(
-            str(folder),
-            req.library,
-            req.metadata,
-            recursive=req.recursive,
-            max_concurrency=req.max_concurrency,
-            on_file_done=progress.advance,
-        )
+        library = Library(settings, ports)
+        local = req.model_copy(update={"folder": str(folder)})
+        return await library.ingest_folder(local, on_file_done=progress.advance)
 
 
 async def _run_remote(req: IngestFolderInput, url: str, token: str | None) -> FolderIngestResult:

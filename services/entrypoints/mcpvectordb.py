@@ -23,14 +23,12 @@ from services.gateway.settings import GatewaySettings
 
 async def _run_stdio(settings: GatewaySettings) -> None:
     from services.entrypoints.inprocess import inprocess_ports
-    from services.gateway.pipeline import Pipeline
-    from services.gateway.tools import ToolService, build_mcp_server, model_cache_dir
+    from services.gateway.library import Library
+    from services.gateway.tools import LibraryServer
 
-    service = ToolService(transport="stdio", model_cache=model_cache_dir(settings.var_dir))
-    server = build_mcp_server(service)
     async with inprocess_ports(settings) as ports:
-        service.bind(Pipeline(settings, ports.converter, ports.embedder, ports.index, None))
-        await server.run_stdio_async()
+        library = Library(settings, ports, transport="stdio")
+        await LibraryServer(lambda: library).run_stdio_async()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,18 +1,18 @@
 """Gateway app factory.
 
 One FastAPI app serves the MCP transports (SSE at `/sse` + `/messages/`, streamable HTTP at
-`/mcp`), `POST /upload`, `POST /ingest_folder` and the probes. Its downstream ports are either
-the typed HTTP clients (cluster mode) or the service cores in this process (standalone), chosen
-by the `ports` factory given to `create_app`.
+`/mcp`), `POST /upload`, `POST /ingest_folder` and the probes, all over one `Library` built in
+the lifespan. Its downstream ports are either the typed HTTP clients (cluster mode) or the
+service cores in this process (standalone), chosen by the `ports` factory given to
+`create_app`.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import httpx
@@ -21,51 +21,22 @@ from mcp.server.mcpserver import Context
 from mcp.server.transport_security import TransportSecuritySettings
 
 from libs.body_limit import BodyLimitMiddleware
-from libs.clients import ConverterClient, EmbedderClient, IndexClient
 from libs.errors import InvalidInputError
-from libs.http import RetryPolicy
-from libs.ports import ConverterPort, EmbedderPort, IndexPort
 from libs.service_app import install_common
 from services.gateway.api import router
-from services.gateway.auth import OPEN_PATHS, BearerAuthMiddleware
+from services.gateway.auth import OPEN_PATHS, Access, BearerAuthMiddleware
 from services.gateway.hosts import HostCheckMiddleware
-from services.gateway.pipeline import Pipeline
+from services.gateway.library import Library
+from services.gateway.ports import Ports, PortsFactory, http_ports
 from services.gateway.settings import GatewaySettings
-from services.gateway.tools import ToolService, build_mcp_server, model_cache_dir
+from services.gateway.tools import LibraryServer
 
 log = logging.getLogger(__name__)
 
 
-@dataclass
-class Ports:
-    converter: ConverterPort
-    embedder: EmbedderPort
-    index: IndexPort
-    closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
-
-
-PortsFactory = Callable[[GatewaySettings], AbstractAsyncContextManager[Ports]]
-
 # Every request body (MCP messages, /ingest_folder) is bounded by MAX_UPLOAD_BYTES plus room
 # for multipart framing; /upload then checks the file itself against the exact limit.
 _BODY_SLACK = 1024 * 1024
-
-
-@asynccontextmanager
-async def http_ports(settings: GatewaySettings) -> AsyncIterator[Ports]:
-    policy = RetryPolicy(attempts=settings.retry_attempts, max_seconds=settings.retry_max_s)
-    converter = ConverterClient(
-        settings.converter_url, timeout_s=settings.convert_timeout_s + 10, policy=policy
-    )
-    embedder = EmbedderClient(
-        settings.embedder_url, timeout_s=settings.http_timeout_s, policy=policy
-    )
-    index = IndexClient(settings.index_url, timeout_s=settings.http_timeout_s, policy=policy)
-    try:
-        yield Ports(converter, embedder, index)
-    finally:
-        for client in (converter, embedder, index):
-            await client.aclose()
 
 
 def _is_loopback(host: str) -> bool:
@@ -113,10 +84,10 @@ def transport_security(settings: GatewaySettings) -> TransportSecuritySettings:
     )
 
 
-def _access_of(ctx: Context[Any, Any]) -> str:
+def _access_of(ctx: Context[Any, Any]) -> Access:
     request = ctx.request_context.request
     state = getattr(request, "scope", {}).get("state", {}) if request is not None else {}
-    return str(state.get("access", "full"))
+    return "read" if state.get("access") == "read" else "full"
 
 
 def create_app(
@@ -124,10 +95,14 @@ def create_app(
 ) -> FastAPI:
     settings = settings or GatewaySettings()
     ports_factory = ports or http_ports
-    service = ToolService(
-        transport=settings.transport, model_cache=model_cache_dir(settings.var_dir)
-    )
-    mcp = build_mcp_server(service, access_of=_access_of)
+
+    def running_library() -> Library:
+        library: Library | None = getattr(app.state, "library", None)
+        if library is None:
+            raise LookupError("the library is not bound yet")
+        return library
+
+    mcp = LibraryServer(running_library, access_of=_access_of)
     security = transport_security(settings)
     sse = mcp.sse_app(transport_security=security, host=settings.bind_host)
     streamable = mcp.streamable_http_app(transport_security=security, host=settings.bind_host)
@@ -144,14 +119,15 @@ def create_app(
                 headers={"User-Agent": "mcpvectordb/ingest_url"},
             ) as fetcher,
         ):
-            pipeline = Pipeline(settings, bound.converter, bound.embedder, bound.index, fetcher)
-            app.state.pipeline = pipeline
-            service.bind(pipeline)
+            library = Library(settings, bound, fetcher)
+            app.state.library = library
+            app.state.ready_checks = library.ready_checks()
             try:
                 async with mcp.session_manager.run():
                     yield
             finally:
-                service.bind(None)
+                app.state.library = None
+                app.state.ready_checks = None
                 for close in bound.closers:
                     await close()
 

@@ -33,8 +33,7 @@ from libs.contracts import (
     NewDocument,
     UpsertRequest,
 )
-from libs.errors import InvalidInputError, MvdbError, NoTextError, UnsupportedFormatError
-from libs.formats import SUPPORTED_EXTENSIONS, is_supported
+from libs.errors import InvalidInputError, MvdbError
 from libs.ports import ConverterPort, EmbedderPort, IndexPort
 from libs.telemetry import STAGE_SECONDS
 from libs.vectors import encode
@@ -114,12 +113,14 @@ class Pipeline:
     ) -> IngestResult:
         resolved = self.paths.resolve(path)
         async with _stage("read"):
-            data = await asyncio.to_thread(read_file, resolved, self.settings.max_file_bytes)
-        modified = datetime.fromtimestamp(resolved.stat().st_mtime, UTC).isoformat(
-            timespec="seconds"
-        )
+            read = await asyncio.to_thread(read_file, resolved, self.settings.max_file_bytes)
         return await self.ingest_bytes(
-            data, resolved.name, str(resolved), library, metadata, last_modified=modified
+            read.data,
+            resolved.name,
+            str(resolved),
+            library,
+            metadata,
+            last_modified=read.last_modified,
         )
 
     async def ingest_bytes(
@@ -248,12 +249,8 @@ class Pipeline:
                     library=library,
                     chunk_count=existing.chunk_count,
                 )
+            # The converter refuses a document without text (no_text_extracted).
             converted = await produce()
-            if not converted.chunks:
-                raise NoTextError(
-                    f"no text could be extracted from {fallback_title}; if it is a scan or an "
-                    "image, extract the text elsewhere and pass it with ingest_content"
-                )
             model = await self.model()
             async with _stage("embed"):
                 vectors = await self._embed([c.text for c in converted.chunks])
@@ -293,16 +290,3 @@ class Pipeline:
             for i in range(0, len(texts), size)
         ]
         return np.concatenate(parts, axis=0)
-
-
-def check_upload_name(filename: str) -> str:
-    """Reduce a client-side path (Windows or POSIX) to its base name and check the type."""
-    name = filename.replace("\\", "/").rsplit("/", 1)[-1].strip()
-    if not name or name in (".", ".."):
-        raise InvalidInputError("the uploaded file has no usable file name")
-    if not is_supported(name):
-        raise UnsupportedFormatError(
-            f"'{name}' has an unsupported file type; supported: "
-            + ", ".join(sorted(SUPPORTED_EXTENSIONS))
-        )
-    return name

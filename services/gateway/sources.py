@@ -16,8 +16,10 @@ import asyncio
 import ipaddress
 import os
 import socket
+import stat
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 from urllib.parse import unquote, urljoin, urlsplit
 
@@ -59,7 +61,13 @@ class PathPolicy:
             raise InvalidInputError(
                 f"path is too long (at most {_PATH_MAX} bytes, {_NAME_MAX} per name)"
             )
-        candidate = Path(raw).expanduser()
+        try:
+            candidate = Path(raw).expanduser()
+        except RuntimeError as exc:  # "~name" for a user this host does not have
+            raise InvalidInputError(
+                f"'{raw}' starts with a home folder this server cannot find ({exc}); "
+                "give the path without '~'"
+            ) from exc
         if not candidate.is_absolute() and self.roots:
             candidate = self.roots[0] / candidate
         resolved = Path(os.path.realpath(candidate))
@@ -72,28 +80,38 @@ class PathPolicy:
         return resolved
 
 
-def read_file(path: Path, max_bytes: int) -> bytes:
+@dataclass(frozen=True)
+class FileRead:
+    data: bytes
+    last_modified: str  # the file's mtime, ISO 8601 UTC
+
+
+def read_file(path: Path, max_bytes: int) -> FileRead:
+    """The file's bytes and modification time, from one `stat` (blocking: call it in a
+    worker thread)."""
     try:
-        if not path.exists():
-            raise FileAccessError(
-                f"file not found on the server: {path}; check the path with "
-                "server_info(check_path=...) or upload the file with POST /upload"
-            )
-        if path.is_dir():
-            raise FileAccessError(f"{path} is a folder; use ingest_folder for folders")
-        if not path.is_file():
-            raise FileAccessError(f"{path} is not a regular file")
-        size = path.stat().st_size
+        info = path.stat()
+    except FileNotFoundError as exc:
+        raise FileAccessError(
+            f"file not found on the server: {path}; check the path with "
+            "server_info(check_path=...) or upload the file with POST /upload"
+        ) from exc
     except OSError as exc:
         raise FileAccessError(f"cannot look at {path}: {exc.strerror or exc}") from exc
-    if size > max_bytes:
-        raise TooLargeError(f"{path} is {size} bytes, over the {max_bytes}-byte limit")
+    if stat.S_ISDIR(info.st_mode):
+        raise FileAccessError(f"{path} is a folder; use ingest_folder for folders")
+    if not stat.S_ISREG(info.st_mode):
+        raise FileAccessError(f"{path} is not a regular file")
+    if info.st_size > max_bytes:
+        raise TooLargeError(f"{path} is {info.st_size} bytes, over the {max_bytes}-byte limit")
     try:
-        return path.read_bytes()
+        data = path.read_bytes()
     except PermissionError as exc:
         raise FileAccessError(f"the server has no permission to read {path}") from exc
     except OSError as exc:
         raise FileAccessError(f"could not read {path}: {exc.strerror or exc}") from exc
+    modified = datetime.fromtimestamp(info.st_mtime, UTC).isoformat(timespec="seconds")
+    return FileRead(data, modified)
 
 
 @dataclass(frozen=True)

@@ -8,10 +8,8 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
-from fastapi.responses import JSONResponse
 
 from libs.body_limit import BodyLimitMiddleware
-from libs.contracts import ReadyStatus
 from libs.service_app import install_common
 from services.index.api import router
 from services.index.core import IndexCore
@@ -27,6 +25,7 @@ def create_app(settings: IndexSettings | None = None) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         core = IndexCore(settings)
         app.state.core = core
+        app.state.ready_checks = {"lancedb": core.ready}
         try:
             await core.start()
         except Exception:
@@ -46,12 +45,5 @@ def create_app(settings: IndexSettings | None = None) -> FastAPI:
     )
     install_common(app, "index")
     app.include_router(router)
-
-    @app.get("/readyz", response_model=ReadyStatus)
-    async def readyz() -> JSONResponse:
-        core: IndexCore = app.state.core
-        ok, detail = await core.ready()
-        status = ReadyStatus(status="ready" if ok else "not_ready", checks={"lancedb": detail})
-        return JSONResponse(status.model_dump(), status_code=200 if ok else 503)
 
     return app

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from libs.errors import ConversionError, InvalidInputError, UnsupportedFormatError
-from services.gateway.pipeline import Pipeline, check_upload_name
+from services.gateway.library import upload_name
+from services.gateway.pipeline import Pipeline
 from services.gateway.settings import GatewaySettings
 from tests.fakes import FakeConverter, FakeEmbedder, FakeIndex
 
@@ -122,11 +123,11 @@ async def test_folder_guards(pipeline: Pipeline, tmp_path: Path) -> None:
     ],
 )
 def test_upload_names_lose_their_client_paths(raw: str, expected: str) -> None:
-    assert check_upload_name(raw) == expected
+    assert upload_name(raw) == expected
 
 
 def test_upload_names_must_be_supported() -> None:
     with pytest.raises(UnsupportedFormatError, match="supported"):
-        check_upload_name("C:\\tmp\\random.bin")
+        upload_name("C:\\tmp\\random.bin")
     with pytest.raises(InvalidInputError):
-        check_upload_name("C:\\tmp\\")
+        upload_name("C:\\tmp\\")
