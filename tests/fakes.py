@@ -81,11 +81,14 @@ class FakeEmbedder:
 
     def __init__(self) -> None:
         self.texts = 0
+        self.delay_s = 0.0  # document embeddings take this long (a slow or busy embedder)
 
     async def info(self) -> ModelInfo:
         return ModelInfo(name="fake-model", dim=self.dim, max_tokens=256)
 
     async def embed(self, texts: list[str], kind: EmbedKind) -> Matrix:
+        if kind == "document" and self.delay_s:
+            await asyncio.sleep(self.delay_s)
         self.texts += len(texts)
         rows = []
         for text in texts:
@@ -224,11 +227,14 @@ class FakeIndex:
         return True, "fake"
 
 
-def fake_ports() -> Callable[[GatewaySettings], AbstractAsyncContextManager[Ports]]:
-    """A gateway `ports` factory that gives each app fresh fakes."""
+def fake_ports(
+    embedder: FakeEmbedder | None = None,
+) -> Callable[[GatewaySettings], AbstractAsyncContextManager[Ports]]:
+    """A gateway `ports` factory that gives each app fresh fakes (the embedder given, if any,
+    so a test can slow it down)."""
 
     @asynccontextmanager
     async def factory(settings: GatewaySettings) -> AsyncIterator[Ports]:
-        yield Ports(FakeConverter(), FakeEmbedder(), FakeIndex())
+        yield Ports(FakeConverter(), embedder or FakeEmbedder(), FakeIndex())
 
     return factory

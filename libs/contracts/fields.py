@@ -10,7 +10,14 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+)
 
 from libs.filters import parse_filter
 
@@ -37,6 +44,27 @@ class Model(BaseModel):
     """An input: unknown fields are refused, so a misspelt option is an error, not ignored."""
 
     model_config = ConfigDict(extra="forbid")
+
+
+class ToolInput(Model):
+    """A tool's (or an HTTP endpoint's) input from a caller: besides unknown fields, values of
+    the wrong type are refused rather than coerced ("5" is not a top_k, "no" not a bool)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class Sparse(BaseModel):
+    """An output whose optional fields are left out when they have no value, rather than sent
+    as null."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    @model_serializer(mode="wrap")
+    def _without_nulls(self, handler: SerializerFunctionWrapHandler) -> Any:
+        dumped = handler(self)
+        if not isinstance(dumped, dict):
+            return dumped
+        return {key: value for key, value in dumped.items() if value is not None}
 
 
 class Out(BaseModel):

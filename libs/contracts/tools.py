@@ -30,12 +30,13 @@ from libs.contracts.fields import (
     MaxPerDocument,
     MaxTokens,
     Metadata,
-    Model,
     Offset,
     Out,
     Query,
     Recursive,
     Source,
+    Sparse,
+    ToolInput,
     TopK,
     Url,
 )
@@ -43,7 +44,7 @@ from libs.contracts.fields import (
 # --------------------------------------------------------------------------- tool inputs
 
 
-class _IngestInput(Model):
+class _IngestInput(ToolInput):
     library: LibraryName = DEFAULT_LIBRARY
     metadata: Metadata = None
 
@@ -74,7 +75,7 @@ class UploadInput(_IngestInput):
     data: bytes = Field(description="The file's bytes")
 
 
-class SearchInput(Model):
+class SearchInput(ToolInput):
     query: Query
     top_k: TopK = 5
     library: LibraryFilter = None
@@ -83,17 +84,17 @@ class SearchInput(Model):
     max_per_document: MaxPerDocument = None
 
 
-class ListDocumentsInput(Model):
+class ListDocumentsInput(ToolInput):
     library: LibraryFilter = None
     limit: Limit = 20
     offset: Offset = 0
 
 
-class NoInput(Model):
+class NoInput(ToolInput):
     """A tool without arguments (still refuses unknown ones)."""
 
 
-class DocIdInput(Model):
+class DocIdInput(ToolInput):
     doc_id: DocId
 
 
@@ -102,7 +103,7 @@ class GetDocumentInput(DocIdInput):
     context: ContextChunks = 0
 
 
-class ServerInfoInput(Model):
+class ServerInfoInput(ToolInput):
     check_path: CheckPath = None
 
 
@@ -203,14 +204,14 @@ class GetDocumentResult(Out):
     chunks: list[DocumentChunk] | None = None
 
 
-class PathCheck(Out):
+class PathCheck(Sparse):
     path: str
     readable: bool
     size_bytes: int | None = None
     error: str | None = None
 
 
-class ServerInfoResult(Out):
+class ServerInfoResult(Sparse):
     name: str
     version: str
     platform: str

@@ -22,13 +22,17 @@ from services.gateway.settings import GatewaySettings
 
 
 async def _run_stdio(settings: GatewaySettings) -> None:
+    from mcp.server.stdio import stdio_server
+
     from services.entrypoints.inprocess import inprocess_ports
     from services.gateway.library import Library
     from services.gateway.tools import LibraryServer
 
     async with inprocess_ports(settings) as ports:
         library = Library(settings, ports, transport="stdio")
-        await LibraryServer(lambda: library).run_stdio_async()
+        server = LibraryServer(lambda: library).server
+        async with stdio_server() as (read, write):
+            await server.run(read, write, server.create_initialization_options())
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -13,23 +13,22 @@ import ipaddress
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
 
 import httpx
 from fastapi import FastAPI
-from mcp.server.mcpserver import Context
 from mcp.server.transport_security import TransportSecuritySettings
 
 from libs.body_limit import BodyLimitMiddleware
 from libs.errors import InvalidInputError
 from libs.service_app import install_common
 from services.gateway.api import router
-from services.gateway.auth import OPEN_PATHS, Access, BearerAuthMiddleware
+from services.gateway.auth import OPEN_PATHS, BearerAuthMiddleware
 from services.gateway.hosts import HostCheckMiddleware
 from services.gateway.library import Library
 from services.gateway.ports import Ports, PortsFactory, http_ports
 from services.gateway.settings import GatewaySettings
 from services.gateway.tools import LibraryServer
+from services.gateway.transports import StreamableGuards, sse_routes
 
 log = logging.getLogger(__name__)
 
@@ -84,12 +83,6 @@ def transport_security(settings: GatewaySettings) -> TransportSecuritySettings:
     )
 
 
-def _access_of(ctx: Context[Any, Any]) -> Access:
-    request = ctx.request_context.request
-    state = getattr(request, "scope", {}).get("state", {}) if request is not None else {}
-    return "read" if state.get("access") == "read" else "full"
-
-
 def create_app(
     settings: GatewaySettings | None = None, ports: PortsFactory | None = None
 ) -> FastAPI:
@@ -102,9 +95,8 @@ def create_app(
             raise LookupError("the library is not bound yet")
         return library
 
-    mcp = LibraryServer(running_library, access_of=_access_of)
+    mcp = LibraryServer(running_library).server
     security = transport_security(settings)
-    sse = mcp.sse_app(transport_security=security, host=settings.bind_host)
     streamable = mcp.streamable_http_app(transport_security=security, host=settings.bind_host)
 
     @asynccontextmanager
@@ -136,6 +128,7 @@ def create_app(
     # Each middleware added wraps the ones before: Host/Origin are checked first, then the
     # token, then the body size (a caller without a token is refused before its body is
     # read); the telemetry that install_common adds wraps them all.
+    app.add_middleware(StreamableGuards)
     app.add_middleware(
         BodyLimitMiddleware,
         max_bytes=settings.max_upload_bytes + _BODY_SLACK,
@@ -147,7 +140,7 @@ def create_app(
     app.add_middleware(HostCheckMiddleware, security=security)
     install_common(app, "gateway")  # telemetry outermost: refused requests are counted too
     app.include_router(router)
-    app.router.routes.extend(sse.routes)
+    app.router.routes.extend(sse_routes(mcp, security))
     app.router.routes.extend(streamable.routes)
     return app
 

@@ -24,6 +24,14 @@ caller_access: contextvars.ContextVar[Access] = contextvars.ContextVar(
 OPEN_PATHS = frozenset({"/healthz", "/readyz"})
 
 
+def access_of(request: object | None) -> Access:
+    """The access this middleware gave the HTTP request an MCP message came in (full when
+    there is none: stdio, or no tokens configured)."""
+    scope = getattr(request, "scope", None)
+    state = scope.get("state", {}) if isinstance(scope, dict) else {}
+    return "read" if state.get("access") == "read" else "full"
+
+
 def require_write(access: Access, action: str) -> None:
     """The one read-only refusal, for MCP tools and HTTP routes alike."""
     if access != "full":

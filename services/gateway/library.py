@@ -46,8 +46,8 @@ from libs.contracts import (
     ServerInfoResult,
     UploadInput,
 )
-from libs.errors import InvalidInputError, MvdbError, PathNotAllowedError, UnsupportedFormatError
-from libs.formats import SUPPORTED_EXTENSIONS, is_supported
+from libs.errors import InvalidInputError, MvdbError, PathNotAllowedError
+from libs.formats import CONVERTIBLE_EXTENSIONS, check_convertible
 from libs.service_app import ReadyCheck
 from libs.vectors import encode
 from services.gateway.pipeline import Pipeline
@@ -83,11 +83,7 @@ def upload_name(filename: str) -> str:
     name = filename.replace("\\", "/").rsplit("/", 1)[-1].strip()
     if not name or name in (".", ".."):
         raise InvalidInputError("the uploaded file has no usable file name")
-    if not is_supported(name):
-        raise UnsupportedFormatError(
-            f"'{name}' has an unsupported file type; supported: "
-            + ", ".join(sorted(SUPPORTED_EXTENSIONS))
-        )
+    check_convertible(name)
     return name
 
 
@@ -196,7 +192,7 @@ class Library:
             embedding_dim=model.dim,
             transport=transport,
             note=_STDIO_NOTE if transport == "stdio" else _HTTP_NOTE,
-            supported_extensions=sorted(SUPPORTED_EXTENSIONS),
+            supported_extensions=sorted(CONVERTIBLE_EXTENSIONS),
         )
         if req.check_path is not None:
             result.path_check = await asyncio.to_thread(self._check_path, req.check_path)

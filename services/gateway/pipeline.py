@@ -35,7 +35,7 @@ from libs.contracts import (
 )
 from libs.errors import InvalidInputError, MvdbError
 from libs.ports import ConverterPort, EmbedderPort, IndexPort
-from libs.telemetry import STAGE_SECONDS
+from libs.telemetry import STAGE_SECONDS, tell_caller
 from libs.vectors import encode
 from services.gateway.metrics import INGESTED_CHUNKS, INGESTED_DOCUMENTS
 from services.gateway.settings import GatewaySettings
@@ -202,6 +202,10 @@ class Pipeline:
                     log.exception("folder ingest failed for one file")
                     outcome = MvdbError(f"unexpected error: {type(exc).__name__}: {exc}")
             outcomes[path] = outcome
+            if isinstance(outcome, MvdbError):
+                fields = {"file": str(path), "error_code": outcome.error_code}
+                log.warning("a file of the folder failed", extra={"fields": fields})
+                await tell_caller("warning", f"{path}: {outcome.message}")
             if on_file_done is not None:
                 maybe = on_file_done(path, outcome)
                 if maybe is not None:

@@ -32,7 +32,7 @@ from libs.errors import (
     PathNotAllowedError,
     TooLargeError,
 )
-from libs.formats import extension_of, is_convertible, is_supported
+from libs.formats import extension_of, is_convertible, is_known
 
 # Linux's limits; a longer path can only fail, and `stat` would fail with an OSError.
 _PATH_MAX = 4096
@@ -138,7 +138,7 @@ def scan_folder(folder: Path, recursive: bool) -> FolderScan:
             continue
         if is_convertible(entry.name):
             files.append(entry)
-        elif is_supported(entry.name):
+        elif is_known(entry.name):
             ignored.append(entry)
     return FolderScan(files, ignored)
 
@@ -257,10 +257,10 @@ def _filename_for(url: str, content_type: str) -> str:
     name = unquote(PurePosixPath(urlsplit(url).path).name)
     mime = content_type.split(";")[0].strip().lower()
     ext = _CONTENT_TYPES.get(mime)
-    if name and is_supported(name) and (ext is None or extension_of(name) == ext):
+    if name and is_convertible(name) and (ext is None or extension_of(name) == ext):
         return name
     if ext is None:
-        if name and is_supported(name):
+        if name and is_convertible(name):
             return name
         raise FetchError(
             f"{url} returned content type '{mime or 'unknown'}', which cannot be converted; "

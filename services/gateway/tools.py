@@ -1,29 +1,48 @@
 """The MCP server: the tools of `libs.contracts.TOOLS`, published under the server name
 `mcpvectordb` and answered by the `Library`.
 
-Every call takes one path. The arguments are validated by the tool's input model (the same
-model that publishes the input schema, so the schema and the checks cannot drift); a write tool
-is refused to a read-only caller; the `Library` method of the same name runs; a failure of any
-kind becomes the tool error result, `{"status": "error", "error", "error_code"}` as structured
-content with `isError` set, and a success the output model as structured content. Both come
-with the same JSON as text for clients that read only text.
+Built on the SDK's low-level `Server`, whose capabilities follow from the handlers given: tools
+and logging, nothing advertised that would list empty. Every tool call takes one path. An
+unknown tool is a JSON-RPC error (invalid params), as MCP specifies. Otherwise the arguments are
+validated by the tool's input model (the model that publishes the input schema, so schema and
+checks cannot drift: bounds, unknown arguments refused, no type coercion); a write tool is
+refused to a read-only caller; the `Library` method of the same name runs; any failure becomes
+the tool error result, `{"status": "error", "error", "error_code"}` as structured content with
+`isError` set, and a success the output model as structured content. Both come with the same
+JSON as text for clients that read only text.
 
-The server lists and calls tools through the SDK's public `list_tools` / `call_tool` hooks
-rather than its decorator: the decorator would derive a second declaration of each tool from a
-function signature, validate arguments its own way first, and report some failures as errors
-and others as successes.
+While a call runs, what the caller should hear about (a retried service, a file of a folder
+that failed) goes to it as `notifications/message` at or above the level it set with
+`logging/setLevel` (`warning` until it sets one), and the same lines go to the service log with
+the request id.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import warnings
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
-from mcp.server import MCPServer
-from mcp.server.mcpserver import Context
-from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel import Server
+from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
+from mcp.types import (
+    INVALID_PARAMS,
+    CallToolRequestParams,
+    CallToolResult,
+    EmptyResult,
+    ListToolsResult,
+    LoggingLevel,
+    LoggingMessageNotification,
+    LoggingMessageNotificationParams,
+    PaginatedRequestParams,
+    SetLevelRequestParams,
+    TextContent,
+    ToolAnnotations,
+)
 from mcp.types import Tool as MCPTool
 from pydantic import BaseModel, ValidationError
 from pydantic.json_schema import models_json_schema
@@ -31,7 +50,8 @@ from pydantic.json_schema import models_json_schema
 from libs import SERVER_NAME, SERVER_VERSION
 from libs.contracts import TOOLS, TOOLS_BY_NAME, ErrorResult, ToolContract
 from libs.errors import MvdbError, from_exception
-from services.gateway.auth import Access, require_write
+from libs.telemetry import NoticeLevel, caller_notices, new_request_id, request_id_var
+from services.gateway.auth import access_of, require_write
 from services.gateway.errors import StillStarting
 from services.gateway.library import Call, Library
 from services.gateway.metrics import TOOL_CALLS
@@ -39,12 +59,38 @@ from services.gateway.metrics import TOOL_CALLS
 log = logging.getLogger(__name__)
 
 Json = dict[str, Any]
-AccessOf = Callable[[Context[Any, Any]], Access]
+Context = ServerRequestContext[Any, Any]
 
 INSTRUCTIONS = (
     "A document library: ingest files, URLs or text, then search it with hybrid BM25 + "
     "vector search. Errors come back as {status: error, error, error_code} with isError set."
 )
+# RFC 5424 severities, as MCP names them, least severe first.
+LEVELS: tuple[LoggingLevel, ...] = (
+    "debug",
+    "info",
+    "notice",
+    "warning",
+    "error",
+    "critical",
+    "alert",
+    "emergency",
+)
+DEFAULT_LEVEL: LoggingLevel = "warning"
+_MAX_LEVELS = 10_000
+
+
+def _connection_of(ctx: Context) -> str:
+    """The MCP connection a request belongs to: its streamable HTTP session id, its SSE
+    session id, or the one stdio connection. (The SDK's session object is per request.)"""
+    request = ctx.request
+    headers = getattr(request, "headers", None)
+    if headers is not None and headers.get("mcp-session-id"):
+        return f"mcp:{headers['mcp-session-id']}"
+    query = getattr(request, "query_params", None)
+    if query is not None and query.get("session_id"):
+        return f"sse:{query['session_id']}"
+    return "stdio"
 
 
 def input_schema(tool: ToolContract) -> Json:
@@ -73,6 +119,17 @@ def tool_annotations(tool: ToolContract) -> ToolAnnotations:
     )
 
 
+def describe(tool: ToolContract) -> MCPTool:
+    return MCPTool(
+        name=tool.name,
+        title=tool.title,
+        description=tool.description,
+        input_schema=input_schema(tool),
+        output_schema=output_schema(tool),
+        annotations=tool_annotations(tool),
+    )
+
+
 def tool_result(payload: Json, *, is_error: bool) -> CallToolResult:
     return CallToolResult(
         content=[TextContent(type="text", text=json.dumps(payload, ensure_ascii=False))],
@@ -81,66 +138,106 @@ def tool_result(payload: Json, *, is_error: bool) -> CallToolResult:
     )
 
 
-def error_result(tool: str, exc: BaseException) -> CallToolResult:
-    """The one way a failed call is answered (and counted)."""
-    if not isinstance(exc, MvdbError | ValidationError):
-        log.exception("tool failed", extra={"fields": {"tool": tool}})
-    error = from_exception(exc, what="arguments")
-    TOOL_CALLS.labels(tool, error.error_code).inc()
-    return tool_result(error.to_payload(), is_error=True)
+class LibraryServer:
+    """The MCP server over a `Library`; see the module docstring. `server` is the SDK's
+    low-level server, which the transports run."""
 
-
-class LibraryServer(MCPServer[Any]):
-    """`MCPServer` whose tools are the contract table; see the module docstring."""
-
-    def __init__(
-        self,
-        library: Callable[[], Library],
-        *,
-        access_of: AccessOf | None = None,
-    ) -> None:
-        super().__init__(SERVER_NAME, version=SERVER_VERSION, instructions=INSTRUCTIONS)
+    def __init__(self, library: Callable[[], Library]) -> None:
         missing = [t.name for t in TOOLS if not callable(getattr(Library, t.name, None))]
         if missing:
             raise TypeError(f"Library has no method for the tools {missing}")
         self._library = library
-        self._access_of = access_of
-        self._tools = [
-            MCPTool(
-                name=tool.name,
-                title=tool.title,
-                description=tool.description,
-                input_schema=input_schema(tool),
-                output_schema=output_schema(tool),
-                annotations=tool_annotations(tool),
+        self._tools = [describe(tool) for tool in TOOLS]
+        self._levels: OrderedDict[str, LoggingLevel] = OrderedDict()
+        with warnings.catch_warnings():
+            # The SDK marks logging deprecated for the 2026-07-28 revision; clients of the
+            # revisions before it (every released one at the time of writing) use it.
+            warnings.simplefilter("ignore", MCPDeprecationWarning)
+            self.server: Server[Any] = Server(
+                SERVER_NAME,
+                version=SERVER_VERSION,
+                instructions=INSTRUCTIONS,
+                on_list_tools=self._list_tools,
+                on_call_tool=self._call_tool,
+                on_set_logging_level=self._set_level,
             )
-            for tool in TOOLS
-        ]
 
-    async def list_tools(self) -> list[MCPTool]:
-        return list(self._tools)
+    async def _list_tools(
+        self, ctx: Context, params: PaginatedRequestParams | None
+    ) -> ListToolsResult:
+        return ListToolsResult(tools=list(self._tools))
 
-    async def call_tool(
-        self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
-    ) -> CallToolResult:
+    async def _set_level(self, ctx: Context, params: SetLevelRequestParams) -> EmptyResult:
+        key = _connection_of(ctx)
+        self._levels[key] = params.level
+        self._levels.move_to_end(key)
+        while len(self._levels) > _MAX_LEVELS:  # sessions that ended never say so here
+            self._levels.popitem(last=False)
+        return EmptyResult()
+
+    async def _call_tool(self, ctx: Context, params: CallToolRequestParams) -> CallToolResult:
+        name = params.name
         tool = TOOLS_BY_NAME.get(name)
         if tool is None:
             TOOL_CALLS.labels("unknown", "unknown_tool").inc()
-            payload = ErrorResult(
-                error=f"unknown tool '{name}'; tools/list names the tools this server has",
-                error_code="unknown_tool",
-            ).model_dump()
-            return tool_result(payload, is_error=True)
+            raise MCPError(
+                code=INVALID_PARAMS,
+                message=f"unknown tool '{name}'; tools/list names the tools this server has",
+            )
+        # Each call is a request of its own for the logs and the services it calls, whatever
+        # connection it came in on.
+        request_id = request_id_var.set(new_request_id())
+
+        async def notice(level: NoticeLevel, text: str) -> None:
+            await self._notify(ctx, level, text)
+
+        notices = caller_notices.set(notice)
         try:
-            if tool.writes and context is not None and self._access_of is not None:
-                require_write(self._access_of(context), name)
+            return await self.call(tool, params.arguments or {}, ctx)
+        finally:
+            caller_notices.reset(notices)
+            request_id_var.reset(request_id)
+
+    async def call(
+        self, tool: ToolContract, arguments: Json, ctx: Context | None = None
+    ) -> CallToolResult:
+        """Run one tool call: validate, check access, run, shape the result."""
+        try:
+            if tool.writes and ctx is not None:
+                require_write(access_of(ctx.request), tool.name)
             request = tool.input.model_validate(arguments)
-            handler = getattr(self._running_library(), name)
-            result: BaseModel = await handler(request, self._call(context))
+            handler = getattr(self._running_library(), tool.name)
+            result: BaseModel = await handler(request, self._call_of(ctx))
         except Exception as exc:
-            return error_result(name, exc)
-        TOOL_CALLS.labels(name, "ok").inc()
+            return await self._failed(tool.name, exc, ctx)
+        TOOL_CALLS.labels(tool.name, "ok").inc()
         return tool_result(result.model_dump(mode="json"), is_error=False)
+
+    async def _failed(self, tool: str, exc: BaseException, ctx: Context | None) -> CallToolResult:
+        """The one way a failed call is answered, counted, logged and told to the caller."""
+        error = from_exception(exc, what="arguments")
+        TOOL_CALLS.labels(tool, error.error_code).inc()
+        fields = {"tool": tool, "error_code": error.error_code}
+        if isinstance(exc, MvdbError | ValidationError):
+            log.warning("tool call failed: %s", error.message, extra={"fields": fields})
+        else:
+            log.exception("tool call failed", extra={"fields": fields})
+        if ctx is not None and tool.startswith("ingest_"):
+            await self._notify(ctx, "error", f"{tool} failed: {error.message}")
+        return tool_result(error.to_payload(), is_error=True)
+
+    async def _notify(self, ctx: Context, level: LoggingLevel, text: str) -> None:
+        """A log notification to this call's client, if its level lets it through."""
+        wanted = self._levels.get(_connection_of(ctx), DEFAULT_LEVEL)
+        if LEVELS.index(level) < LEVELS.index(wanted):
+            return
+        message = LoggingMessageNotification(
+            params=LoggingMessageNotificationParams(level=level, data=text, logger=SERVER_NAME)
+        )
+        try:
+            await ctx.session.send_notification(message, related_request_id=ctx.request_id)
+        except Exception:  # a client that went away must not fail the call
+            log.debug("could not send a log notification", exc_info=True)
 
     def _running_library(self) -> Library:
         try:
@@ -148,12 +245,10 @@ class LibraryServer(MCPServer[Any]):
         except LookupError as exc:
             raise StillStarting() from exc
 
-    def _call(self, context: Context[Any, Any] | None) -> Call:
+    def _call_of(self, ctx: Context | None) -> Call:
         """The transport this call came in on: none for stdio, else the HTTP path."""
         default = self._running_library().call
-        if context is None:
-            return default
-        request = context.request_context.request
+        request = ctx.request if ctx is not None else None
         path: str = getattr(getattr(request, "url", None), "path", "")
         if not path:
             return default

@@ -30,7 +30,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from mcp import ClientSession
 from mcp.client.sse import sse_client
-from mcp.types import CallToolResult
+from mcp.shared.exceptions import MCPError
+from mcp.types import INVALID_PARAMS, CallToolResult
 from pydantic import BaseModel
 
 from libs.contracts import (
@@ -65,7 +66,6 @@ EXPECTED_CODES = {
     "no_text_extracted",
     "conversion_timeout",
     "fetch_failed",
-    "unknown_tool",
 }
 
 RESULTS: dict[str, type[BaseModel]] = {
@@ -348,9 +348,12 @@ def test_a_failure_inside_a_tool_is_marked_as_an_error(fake_session: Session) ->
     assert payload_of(result)["error_code"] == "not_found"
 
 
-def test_an_unknown_tool_is_a_structured_error(fake_session: Session) -> None:
-    unknown = payload_of(fake_session.call("drop_everything", {}))
-    assert unknown["error_code"] == "unknown_tool"
+def test_an_unknown_tool_is_a_protocol_error(fake_session: Session) -> None:
+    """MCP: an unknown tool is a JSON-RPC error (invalid params), not a tool result."""
+    with pytest.raises(MCPError) as refused:
+        fake_session.call("drop_everything", {})
+    assert refused.value.error.code == INVALID_PARAMS
+    assert "drop_everything" in refused.value.error.message
     # The session survived every example above and this one.
     assert_clean("list_libraries", fake_session.call("list_libraries", {}))
 
@@ -651,3 +654,54 @@ def test_an_archive_of_damaged_files_is_refused_cleanly(real_gateway: str) -> No
         real_gateway + "/upload", files={"file": ("damaged.zip", buffer.getvalue())}, timeout=120
     )
     _assert_http_clean(response, {413, 422})
+
+
+UPLOAD_MISTAKES = [
+    # (what, file name, bytes, form fields, status, error_code, words in the message)
+    ("a scanned PDF", "MEDRPT.pdf", None, {}, 422, "no_text_extracted", "ingest_content"),
+    ("an empty file", "empty.txt", b"", {}, 422, "no_text_extracted", "text"),
+    ("random bytes named .pdf", "random.pdf", bytes(range(256)) * 64, {}, 422, None, ""),
+    (
+        "an image",
+        "photo.png",
+        b"\x89PNG\r\n\x1a\n" + bytes(64),
+        {},
+        422,
+        "unsupported_format",
+        "OCR",
+    ),
+    ("an empty library", "note.txt", b"hello", {"library": ""}, 400, "invalid_input", "library"),
+]
+
+
+@pytest.mark.parametrize(
+    ("what", "name", "data", "fields", "status", "code", "words"),
+    UPLOAD_MISTAKES,
+    ids=[m[0] for m in UPLOAD_MISTAKES],
+)
+def test_upload_answers_the_callers_mistakes_with_4xx(
+    real_gateway: str,
+    what: str,
+    name: str,
+    data: bytes | None,
+    fields: dict[str, str],
+    status: int,
+    code: str | None,
+    words: str,
+) -> None:
+    if data is None:
+        scan = SHARED_FILES / "markitdown" / "MEDRPT-2024-PAT-3847_medical_report_scan.pdf"
+        if not scan.is_file():
+            pytest.skip(f"shared test files not found at {SHARED_FILES}")
+        data = scan.read_bytes()
+    response = httpx.post(
+        real_gateway + "/upload", files={"file": (name, data)}, data=fields, timeout=120
+    )
+    body = response.json()
+    assert response.status_code == status, (what, body)
+    assert body["status"] == "error" and body["error"], body
+    if code is not None:
+        assert body["error_code"] == code, body
+    else:  # a parser that fails on noise says so one way or another, never as a 5xx
+        assert body["error_code"] in {"conversion_failed", "no_text_extracted"}, body
+    assert words in body["error"], body
