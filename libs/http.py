@@ -1,37 +1,62 @@
 """The one HTTP client factory and the one retry policy for calls between services.
 
-Retries happen on transport errors (connect, read, timeouts) and 5xx answers only, never on
-4xx nor on a 5xx whose error the service marks final (`libs.errors.is_retryable`, e.g. a
-conversion timeout); they back off exponentially with jitter and stop at whichever comes
-first, a number of attempts or a total time. Each retry is counted in
-`mvdb_client_retries_total{target}`.
+Requests go through httpx's own transport (httpcore): HTTP/1.1, a pool of kept-alive
+connections per downstream service, explicit timeouts. Retries are tenacity's, on transport
+errors (connect, read, write, timeouts, a connection dropped mid-answer) and 5xx answers only,
+never on 4xx nor on a 5xx whose error the service marks final (`libs.errors.is_retryable`,
+e.g. a conversion timeout). They back off exponentially with full jitter, capped, and stop at
+whichever comes first: a number of attempts, or a total time past which no further attempt
+starts. Each retry is counted in `mvdb_client_retries_total{target}` and logged.
+
+What a caller gets back:
+
+    call_with_retries(target, policy, send)
+    ├── the response             any answer but a retryable 5xx, or the last 5xx once the
+    │                            policy gives up (the caller turns its body into the error)
+    ├── UpstreamError            transport errors until the policy gave up
+    └── any other exception      raised by `send` as it is, never retried
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import random
-import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import httpx
+from tenacity import (
+    AsyncRetrying,
+    RetryCallState,
+    retry_if_exception_type,
+    retry_if_result,
+    stop_after_attempt,
+    stop_before_delay,
+    wait_random_exponential,
+)
 
 from libs.errors import UpstreamError, from_payload, is_retryable
 from libs.telemetry import REQUEST_ID_HEADER, RETRIES, request_id_var
-from libs.transport import LeanTransport
 
 log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
 class RetryPolicy:
+    """How hard a call between services tries: at most `attempts` tries and no new try once
+    `max_seconds` have passed since the first; waits drawn from [0, initial_wait * 2^n],
+    never over `max_wait`."""
+
     attempts: int = 4
     max_seconds: float = 30.0
     initial_wait: float = 0.2
     max_wait: float = 5.0
+
+
+# Connections to one service. The keep-alive expiry is under uvicorn's own (5 s), so the client
+# drops an idle connection before the server closes it, instead of racing it with a request.
+POOL_LIMITS = httpx.Limits(max_connections=64, max_keepalive_connections=32, keepalive_expiry=4.0)
 
 
 def _retryable_status(response: httpx.Response) -> bool:
@@ -44,21 +69,52 @@ def _retryable_status(response: httpx.Response) -> bool:
     return not isinstance(payload, dict) or is_retryable(payload.get("error_code"))
 
 
+# On what a call is tried again: the request may not have reached the service, or the service
+# failed in a way another try may not.
+_RETRY_ON = retry_if_exception_type(httpx.TransportError) | retry_if_result(_retryable_status)
+
+
 def make_http_client(
     base_url: str, timeout_s: float, transport: httpx.AsyncBaseTransport | None = None
 ) -> httpx.AsyncClient:
-    """Every inter-service client is built here: explicit timeouts, pooled connections, and
-    for plain http the lean transport (`libs.transport`) instead of httpx's own."""
-    limits = httpx.Limits(max_connections=64, max_keepalive_connections=32)
-    if transport is None and base_url.startswith("http://"):
-        transport = LeanTransport(limits)
+    """Every inter-service client is built here: explicit timeouts, HTTP/1.1 over pooled
+    kept-alive connections. `transport` replaces httpx's own (tests: `httpx.MockTransport`)."""
+    if transport is None:
+        # The retries are the policy's, not the transport's: one place decides, one counter.
+        transport = httpx.AsyncHTTPTransport(limits=POOL_LIMITS, http1=True, http2=False)
     return httpx.AsyncClient(
         base_url=base_url,
         timeout=httpx.Timeout(timeout_s, connect=min(5.0, timeout_s)),
-        limits=limits,
         transport=transport,
+        # Nothing from the environment (proxies, certificate paths): the service URLs say it all.
         trust_env=False,
     )
+
+
+def _count_retry(target: str, state: RetryCallState) -> None:
+    RETRIES.labels(target).inc()
+    outcome = state.outcome
+    assert outcome is not None  # tenacity sleeps only after an attempt
+    failure = outcome.exception()
+    why = repr(failure) if failure is not None else f"HTTP {outcome.result().status_code}"
+    log.warning(
+        "retrying call",
+        extra={"fields": {"target": target, "attempt": state.attempt_number, "why": why}},
+    )
+
+
+def _give_up(target: str, state: RetryCallState) -> httpx.Response:
+    outcome = state.outcome
+    assert outcome is not None
+    failure = outcome.exception()
+    if failure is None:
+        # The last 5xx: its body says what went wrong, better than anything said here.
+        response: httpx.Response = outcome.result()
+        return response
+    raise UpstreamError(
+        f"the {target} service did not answer ({type(failure).__name__}) after "
+        f"{state.attempt_number} attempts; check that it is running (make up / make status)"
+    ) from failure
 
 
 async def call_with_retries(
@@ -66,39 +122,23 @@ async def call_with_retries(
     policy: RetryPolicy,
     send: Callable[[], Awaitable[httpx.Response]],
 ) -> httpx.Response:
-    """Run `send` under the retry policy; return the final response or raise an MvdbError.
+    """Run `send` under the retry policy; return the final response or raise an MvdbError."""
+    retrying = AsyncRetrying(
+        retry=_RETRY_ON,
+        wait=wait_random_exponential(multiplier=policy.initial_wait, max=policy.max_wait),
+        # stop_before_delay, not stop_after_delay: no wait may run past the total time.
+        stop=stop_after_attempt(policy.attempts) | stop_before_delay(policy.max_seconds),
+        before_sleep=partial(_count_retry, target),
+        retry_error_callback=partial(_give_up, target),
+    )
 
-    A plain loop: a retrying library's per-call machinery cost ~0.1 ms on every hop, retried
-    or not, and a search makes two hops."""
-    started = time.monotonic()
-    attempt = 0
-    while True:
-        attempt += 1
-        failure: httpx.TransportError | None = None
-        try:
-            response = await send()
-        except httpx.TransportError as exc:
-            failure = exc
-        else:
-            if not _retryable_status(response):
-                return response
-        out_of_time = time.monotonic() - started >= policy.max_seconds
-        if attempt >= policy.attempts or out_of_time:
-            if failure is None:
-                return response
-            raise UpstreamError(
-                f"the {target} service did not answer ({type(failure).__name__}) after "
-                f"{attempt} attempts; check that it is running (make up / make status)"
-            ) from failure
-        RETRIES.labels(target).inc()
-        why = repr(failure) if failure is not None else f"HTTP {response.status_code}"
-        log.warning(
-            "retrying call",
-            extra={"fields": {"target": target, "attempt": attempt, "why": why}},
-        )
-        # Exponential backoff with full jitter, capped.
-        ceiling = min(policy.max_wait, policy.initial_wait * 2 ** (attempt - 1))
-        await asyncio.sleep(random.uniform(0, ceiling))
+    async def attempt() -> httpx.Response:
+        # tenacity awaits only what an `async def` returns: any other callable giving an
+        # awaitable (a lambda, a partial) would come back as an un-awaited result.
+        return await send()
+
+    response: httpx.Response = await retrying(attempt)
+    return response
 
 
 class ServiceClient:
