@@ -9,8 +9,9 @@ its search step (a folder of real prose through `POST /ingest_folder`, then bulk
 through the index's API to `--chunks`); a second gateway, started from the other checkout,
 talks to the same embedder and index. The same SciFact queries go through an MCP SSE session
 to each gateway, query by query, the first of the pair alternating, so both meet the same
-machine state. Reports p50 / p95 / mean per gateway and the median of the per-query
-differences (other minus this).
+machine state; then `list_documents` (limit 20) and `list_libraries` the same way. Reports,
+per tool, p50 / p95 / mean per gateway and the median of the per-call differences (other
+minus this).
 """
 
 from __future__ import annotations
@@ -91,9 +92,17 @@ def other_gateway(checkout: Path, env: dict[str, str], var_dir: Path) -> Iterato
 async def paired(
     gateways: dict[str, str], queries: list[str], warmup: list[str], rounds: int
 ) -> dict[str, Any]:
+    """Each call goes to both gateways, the first of the pair alternating; per tool, the
+    latencies of each and the median of the per-call differences (other minus this)."""
     from mcp import ClientSession
     from mcp.client.sse import sse_client
 
+    calls: list[tuple[str, dict[str, Any]]] = [
+        ("search", {"query": q, "top_k": 10}) for q in queries
+    ]
+    calls += [("list_documents", {"limit": 20}), ("list_libraries", {})] * 50
+    names = list(gateways)
+    times: dict[tuple[str, str], list[float]] = {}
     async with AsyncExitStack() as stack:
         sessions: dict[str, ClientSession] = {}
         for name, url in gateways.items():
@@ -106,28 +115,28 @@ async def paired(
         for q in warmup:
             for session in sessions.values():
                 await session.call_tool("search", {"query": q, "top_k": 10})
-        names = list(sessions)
-        times: dict[str, list[float]] = {name: [] for name in names}
         for r in range(rounds):
-            for i, q in enumerate(queries):
-                order = names if (i + r) % 2 == 0 else names[::-1]
-                for name in order:
+            for i, (tool, arguments) in enumerate(calls):
+                for name in names if (i + r) % 2 == 0 else names[::-1]:
                     t0 = time.perf_counter()
-                    result = await sessions[name].call_tool("search", {"query": q, "top_k": 10})
-                    times[name].append(time.perf_counter() - t0)
-                    assert not result.is_error and (result.structured_content or {}).get("results")
+                    result = await sessions[name].call_tool(tool, arguments)
+                    times.setdefault((tool, name), []).append(time.perf_counter() - t0)
+                    assert not result.is_error, result
     this, other = names
-    report: dict[str, Any] = {
-        name: {
-            "p50_ms": round(1000 * percentile(ts, 0.5), 2),
-            "p95_ms": round(1000 * percentile(ts, 0.95), 2),
-            "mean_ms": round(1000 * statistics.fmean(ts), 2),
-            "searches": len(ts),
-        }
-        for name, ts in times.items()
-    }
-    differences = [b - a for a, b in zip(times[this], times[other], strict=True)]
-    report["median_difference_ms"] = round(1000 * statistics.median(differences), 2)
+    report: dict[str, Any] = {}
+    for tool in dict.fromkeys(tool for tool, _ in calls):
+        entry: dict[str, Any] = {}
+        for name in names:
+            ts = times[(tool, name)]
+            entry[name] = {
+                "p50_ms": round(1000 * percentile(ts, 0.5), 2),
+                "p95_ms": round(1000 * percentile(ts, 0.95), 2),
+                "mean_ms": round(1000 * statistics.fmean(ts), 2),
+                "calls": len(ts),
+            }
+        pairs = zip(times[(tool, this)], times[(tool, other)], strict=True)
+        entry["median_difference_ms"] = round(1000 * statistics.median(b - a for a, b in pairs), 2)
+        report[tool] = entry
     return report
 
 
