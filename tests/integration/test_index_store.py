@@ -14,52 +14,15 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from libs.contracts import Chunk, IndexSearchRequest, NewDocument, SearchMode, UpsertRequest
+from libs.contracts import IndexSearchRequest, SearchMode
 from libs.errors import InvalidInputError, ModelMismatchError, NotFoundError, StoreError
-from libs.vectors import Matrix, encode
+from libs.vectors import encode
 from services.index.core import IndexCore
 from services.index.settings import IndexSettings
 from services.index.store import PENDING, IndexStore
-from tests.index_helpers import DIM, MODEL, unit_vectors
+from tests.index_helpers import DIM, MODEL, unit_vectors, upsert_request
 
 pytestmark = pytest.mark.integration
-
-
-def upsert_request(
-    source: str,
-    texts: list[str],
-    *,
-    library: str = "default",
-    seed: int = 0,
-    vectors: Matrix | None = None,
-    markdown: str | None = None,
-    pages: list[int] | None = None,
-    metadata: dict[str, Any] | None = None,
-    file_type: str = "md",
-    model: str = MODEL,
-    dim: int = DIM,
-) -> UpsertRequest:
-    if vectors is None:
-        vectors = unit_vectors(len(texts), seed)
-    return UpsertRequest(
-        document=NewDocument(
-            source=source,
-            library=library,
-            title=f"Title of {source}",
-            file_type=file_type,
-            content_hash=f"hash-{seed}",
-            last_modified="2025-06-01T09:00:00+00:00",
-            metadata=metadata or {},
-            markdown=markdown if markdown is not None else "\n\n".join(texts),
-        ),
-        chunks=[
-            Chunk(chunk_index=i, text=t, page=(pages or [0] * len(texts))[i], headings=["H1"])
-            for i, t in enumerate(texts)
-        ],
-        model=model,
-        dim=dim,
-        vectors_b64=encode(vectors),
-    )
 
 
 def settings_for(path: Path, **overrides: Any) -> IndexSettings:
@@ -236,6 +199,7 @@ async def test_each_mode_finds_the_obvious_match(core: IndexCore) -> None:
             "animals.md",
             ["The quick brown fox jumps", "Penguins swimming in icy water", "Cows graze"],
             vectors=target_vectors,
+            headings=["H1"],
         )
     )
     for i in range(4):

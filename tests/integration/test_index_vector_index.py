@@ -11,7 +11,7 @@ from libs.contracts import IndexSearchRequest
 from libs.vectors import encode
 from services.index.core import IndexCore
 from services.index.settings import IndexSettings
-from tests.integration.test_index_api import document
+from tests.index_helpers import upsert_request
 
 DIM = 384
 
@@ -50,7 +50,7 @@ async def test_vector_index_is_built_past_the_threshold_and_stays_accurate(
         for d in range(8):
             part = vectors[d * 100 : (d + 1) * 100]
             texts = [f"doc {d} chunk {i}" for i in range(100)]
-            request = document(
+            request = upsert_request(
                 f"src-{d}", texts, library="even" if d % 2 == 0 else "odd", vectors=part
             )
             await core.upsert(request)
@@ -85,7 +85,9 @@ async def test_vector_index_is_built_again_as_the_table_outgrows_its_partitions(
     async with IndexCore(settings) as core:
         for d in range(10):
             part = vectors[d * 300 : (d + 1) * 300]
-            request = document(f"src-{d}", [f"doc {d} chunk {i}" for i in range(300)], vectors=part)
+            request = upsert_request(
+                f"src-{d}", [f"doc {d} chunk {i}" for i in range(300)], vectors=part
+            )
             await core.upsert(request)
             await core.optimize()
             assert core.store is not None
