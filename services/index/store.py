@@ -74,7 +74,7 @@ from libs.contracts import (
     UpsertResponse,
 )
 from libs.errors import InvalidInputError, MvdbError
-from libs.vectors import Matrix, decode
+from libs.vectors import Matrix
 from services.index.errors import (
     ChunkNotFound,
     DocumentNotFound,
@@ -1041,23 +1041,10 @@ class IndexStore:
     # ------------------------------------------------------------------------ writes
 
     def upsert(self, request: UpsertRequest) -> UpsertResponse:
-        """Replace the document at (library, source) with this version, atomically."""
+        """Replace the document at (library, source) with this version, atomically. The
+        request's contract has checked its chunks, identity, model and vectors."""
         document = request.document
-        if not request.chunks:
-            raise InvalidInputError(
-                "a document needs at least one chunk; nothing was indexed for "
-                f"{document.source!r} (was the text empty?)"
-            )
-        if not document.source or not document.library:
-            raise InvalidInputError("a document needs a non-empty source and library")
-        if request.dim <= 0 or not request.model:
-            raise InvalidInputError("upsert needs the embedding model name and a positive dim")
-        try:
-            vectors = decode(request.vectors_b64, request.dim, len(request.chunks))
-        except ValueError as exc:
-            raise InvalidInputError(f"vectors_b64 is not base64 float32 data: {exc}") from exc
-        if not np.isfinite(vectors).all():
-            raise InvalidInputError("the chunk vectors contain NaN or infinite values")
+        vectors = request.vectors()
         metadata = _dump_metadata(document.metadata)
 
         with self._write_lock:

@@ -165,6 +165,27 @@ async def test_error_bodies_have_the_mcp_shape_and_status(http: httpx.AsyncClien
     assert (conflict.status_code, conflict.json()["error_code"]) == (409, "model_mismatch")
 
 
+async def test_an_invalid_upsert_is_a_400_that_says_what_is_wrong(http: httpx.AsyncClient) -> None:
+    valid = upsert_request("a.md", ["text", "more"]).model_dump()
+    nan = unit_vectors(2, 0)
+    nan[1, 3] = float("nan")
+    cases: list[tuple[dict[str, Any], str]] = [
+        ({"chunks": []}, "needs at least one chunk; nothing was indexed for 'a.md'"),
+        ({"vectors_b64": encode(unit_vectors(1, 0))}, "expected 2 vectors, got 1"),
+        ({"vectors_b64": "not base64!"}, "vectors_b64 is not base64 float32 data"),
+        ({"vectors_b64": encode(nan)}, "NaN or infinite"),
+        ({"document": {**valid["document"], "source": ""}}, "non-empty source and library"),
+        ({"model": ""}, "embedding model name"),
+        ({"dim": 0}, "positive vector width"),
+    ]
+    for change, words in cases:
+        refused = await http.post("/documents", json={**valid, **change})
+        assert refused.status_code == 400, change
+        assert refused.json()["error_code"] == "invalid_input", change
+        assert words in refused.json()["error"], change
+    assert (await http.get("/info")).json()["documents"] == 0
+
+
 async def test_lookup_is_not_taken_for_a_doc_id(http: httpx.AsyncClient) -> None:
     response = await http.get("/documents/lookup", params={"library": "x", "source": "y"})
     assert response.status_code == 200

@@ -13,8 +13,9 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pytest
+from pydantic import ValidationError
 
-from libs.contracts import IndexSearchRequest, SearchMode
+from libs.contracts import IndexSearchRequest, SearchMode, UpsertRequest
 from libs.errors import InvalidInputError, ModelMismatchError, NotFoundError, StoreError
 from libs.vectors import encode
 from services.index.core import IndexCore
@@ -173,19 +174,26 @@ async def test_replace_keeps_exactly_one_document_with_only_the_new_chunks(
 
 
 async def test_bad_upserts_are_refused_before_anything_is_written(core: IndexCore) -> None:
-    empty = upsert_request("a", ["x"]).model_copy(update={"chunks": []})
-    with pytest.raises(InvalidInputError, match="at least one chunk"):
-        await core.upsert(empty)
-    short = upsert_request("a", ["x", "y"], vectors=unit_vectors(1, 0))
-    with pytest.raises(InvalidInputError, match="expected 2 vectors"):
-        await core.upsert(short)
-    garbage = upsert_request("a", ["x"]).model_copy(update={"vectors_b64": "not base64!"})
-    with pytest.raises(InvalidInputError):
-        await core.upsert(garbage)
+    # The contract refuses them when the request is built (over HTTP: 400, test_index_api).
+    valid = upsert_request("a", ["x"]).model_dump()
+    with pytest.raises(ValidationError, match="at least one chunk"):
+        UpsertRequest.model_validate({**valid, "chunks": []})
+    with pytest.raises(ValidationError, match="expected 2 vectors"):
+        upsert_request("a", ["x", "y"], vectors=unit_vectors(1, 0))
+    with pytest.raises(ValidationError, match="not base64"):
+        UpsertRequest.model_validate({**valid, "vectors_b64": "not base64!"})
     nan = unit_vectors(1, 0)
     nan[0, 0] = np.nan
-    with pytest.raises(InvalidInputError, match="NaN"):
-        await core.upsert(upsert_request("a", ["x"], vectors=nan))
+    with pytest.raises(ValidationError, match="NaN"):
+        upsert_request("a", ["x"], vectors=nan)
+    with pytest.raises(ValidationError, match="non-empty source and library"):
+        upsert_request("", ["x"])
+    with pytest.raises(ValidationError, match="non-empty source and library"):
+        upsert_request("a", ["x"], library="")
+    with pytest.raises(ValidationError, match="embedding model name"):
+        upsert_request("a", ["x"], model="")
+    with pytest.raises(ValidationError, match="positive vector width"):
+        UpsertRequest.model_validate({**valid, "dim": 0})
     assert (await core.info()).documents == 0
 
 
