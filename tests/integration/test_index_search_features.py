@@ -21,12 +21,13 @@ from libs.clients import IndexClient
 from libs.contracts import IndexSearchRequest, SearchHit, SearchMode
 from libs.errors import InvalidInputError, NotFoundError
 from libs.http import RetryPolicy
+from libs.modelfiles import count_tokens
 from libs.vectors import encode
 from services.index.app import create_app
 from services.index.core import IndexCore
 from services.index.settings import IndexSettings
-from services.index.store import DOCUMENTS_SCHEMA, FTS_CONFIG, IndexStore
-from services.index.tokens import TokenCounter
+from services.index.store import IndexStore
+from services.index.store.schema import DOCUMENTS_SCHEMA, FTS_CONFIG
 from tests.index_helpers import DIM, MODEL, unit_vectors, upsert_request
 
 pytestmark = pytest.mark.integration
@@ -321,11 +322,11 @@ async def test_chunks_without_a_token_count_are_counted_with_the_model_tokenizer
 ) -> None:
     texts = ["The walrus (Odobenus rosmarus) hauls out onto sea ice.", "walrus"]
     await core.upsert(upsert_request("uncounted.md", texts, seed=1))
-    expected = dict(zip(texts, TokenCounter().count(texts), strict=True))
+    expected = dict(zip(texts, count_tokens(texts), strict=True))
     result = await core.search(query("walrus", top_k=10))
     assert {h.content: h.token_count for h in result.results} == expected
     assert result.total_tokens == sum(expected.values())
-    assert TokenCounter().count(["ice"]) == [3]  # [CLS] ice [SEP]
+    assert count_tokens(["ice"]) == [3]  # [CLS] ice [SEP]
 
 
 async def test_budget_and_cap_combine(library: IndexCore) -> None:
@@ -534,9 +535,7 @@ async def test_a_store_from_before_the_filter_columns_is_upgraded_on_open(
             hits = (await core.search(query("walrus", "hybrid", top_k=5, filter=filters))).results
             assert {h.chunk_index for h in hits} == {0, 1}
         counted = await core.search(query("walrus", top_k=5, max_tokens=1000))
-        assert counted.total_tokens == sum(
-            TokenCounter().count(["walrus from before", "second walrus"])
-        )
+        assert counted.total_tokens == sum(count_tokens(["walrus from before", "second walrus"]))
         window = await core.get("old-doc", chunk_index=1, context=1)
         assert window.content == "walrus from before\n\nsecond walrus"
         # New writes go into the upgraded table next to the old rows.
@@ -549,9 +548,20 @@ async def test_a_store_from_before_the_filter_columns_is_upgraded_on_open(
     # Opening again finds nothing left to upgrade and keeps the data.
     store = IndexStore(IndexSettings(lancedb_uri=uri))
     try:
-        _, chunks = store._tables()
+        chunks = store.state.chunks
         assert chunks is not None
         assert chunks.count_rows("meta_json IS NULL") == 0
+        # The old rows' token counts were filled on open, with the converter's measure.
+        assert chunks.count_rows("token_count IS NULL") == 0
+        stored = chunks.search().where("doc_id = 'old-doc'").select(["content", "token_count"])
+        rows = stored.limit(None).to_arrow().to_pylist()
+        assert {r["content"]: r["token_count"] for r in rows} == dict(
+            zip(
+                ["walrus from before", "second walrus"],
+                count_tokens(["walrus from before", "second walrus"]),
+                strict=True,
+            )
+        )
         assert chunks.count_rows() == 3
         names = chunks.schema.names
         assert names[-3:] == ["token_count", "meta_json", "meta_list"]
