@@ -10,6 +10,7 @@ from fastapi import APIRouter, Depends, Query, Request
 
 from libs.contracts import (
     MAX_CONTEXT_CHUNKS,
+    MAX_LIST_LIMIT,
     DeleteResult,
     GetDocumentResult,
     IndexInfo,
@@ -21,7 +22,7 @@ from libs.contracts import (
     UpsertRequest,
     UpsertResponse,
 )
-from services.index.core import MAX_LIST_LIMIT, IndexCore
+from services.index.core import IndexCore
 
 router = APIRouter()
 

@@ -9,6 +9,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
+from libs import SERVER_VERSION
 from libs.body_limit import BodyLimitMiddleware
 from libs.service_app import install_common
 from services.index.api import router
@@ -36,7 +37,7 @@ def create_app(settings: IndexSettings | None = None) -> FastAPI:
         finally:
             await core.aclose()
 
-    app = FastAPI(title="mcpvectordb index", version="0.3.0", lifespan=lifespan)
+    app = FastAPI(title="mcpvectordb index", version=SERVER_VERSION, lifespan=lifespan)
     # Added before install_common so the telemetry middleware (outermost) counts the 413s.
     app.add_middleware(
         BodyLimitMiddleware,

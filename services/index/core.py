@@ -2,8 +2,9 @@
 
 The HTTP app, the stdio server and the CLI all use it. It opens the store on first use (or in
 `start`), runs every blocking LanceDB call in a worker thread (searches and document listings
-are awaited on the loop instead, see `IndexStore._stable`), and keeps a background task that
-folds new rows into the indexes (`optimize`) every N writes or T seconds after a write.
+are coroutines awaited on the loop instead, see `services.index.store.snapshot`), and keeps a
+background task that folds new rows into the indexes (`optimize`) every N writes or T seconds
+after a write.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import anyio.to_thread
 
 from libs.contracts import (
     MAX_CONTEXT_CHUNKS,
+    MAX_LIST_LIMIT,
     DeleteResult,
     GetDocumentResult,
     IndexInfo,
@@ -38,8 +40,6 @@ from services.index.store import IndexStore
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-
-MAX_LIST_LIMIT = 1000
 
 
 class IndexCore(AsyncLifecycle):
@@ -141,8 +141,8 @@ class IndexCore(AsyncLifecycle):
     async def search(self, request: IndexSearchRequest) -> SearchResult:
         store = await self.start()
         with SEARCH_SECONDS.labels(request.mode).time():
-            # On this loop, not in a worker thread: see IndexStore._stable.
-            return await store.search_async(request)
+            # On this loop, not in a worker thread: see services.index.store.snapshot.
+            return await store.search(request)
 
     async def list_documents(
         self, library: str | None, limit: int, offset: int
@@ -152,7 +152,7 @@ class IndexCore(AsyncLifecycle):
         if offset < 0:
             raise InvalidInputError(f"offset must be 0 or more, got {offset}")
         store = await self.start()
-        return await store.list_documents_async(library, limit, offset)
+        return await store.list_documents(library, limit, offset)
 
     async def list_libraries(self) -> ListLibrariesResult:
         return await self._run(lambda store: store.list_libraries())
