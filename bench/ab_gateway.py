@@ -44,7 +44,7 @@ from bench.perf import (
     raw_fastembed,
     write_folder,
 )
-from services.cluster import local_env, running
+from services.entrypoints.cluster import local_env, running
 
 
 def free_port() -> int:
@@ -63,7 +63,7 @@ def other_gateway(checkout: Path, env: dict[str, str], var_dir: Path) -> Iterato
     # Run from the checkout's root: `-m` puts it first on sys.path, so its `libs` and
     # `services` are imported, not this one's.
     process = subprocess.Popen(
-        [sys.executable, "-m", "services.serve", "gateway"],
+        [sys.executable, "-m", "services.entrypoints.serve", "gateway"],
         cwd=checkout,
         env=other_env,
         stdout=log,
