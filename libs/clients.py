@@ -3,6 +3,7 @@ benchmarks). They implement the ports in `libs.ports`."""
 
 from __future__ import annotations
 
+from typing import Any
 from urllib.parse import quote
 
 from libs.contracts import (
@@ -46,14 +47,23 @@ class ConverterClient(ServiceClient):
 
 
 class EmbedderClient(ServiceClient):
+    """Each embed call may take the client's timeout plus `per_text_s` for every text in it:
+    a batch of 64 long chunks is not held to the time a single query gets."""
+
     target = "embedder"
+
+    def __init__(self, base_url: str, *, per_text_s: float = 0.0, **options: Any) -> None:
+        super().__init__(base_url, **options)
+        self.per_text_s = per_text_s
 
     async def info(self) -> ModelInfo:
         return ModelInfo.model_validate(await self.request("GET", "/info"))
 
     async def embed(self, texts: list[str], kind: EmbedKind) -> Matrix:
         body = EmbedRequest(texts=texts, kind=kind).model_dump()
-        response = EmbedResponse.model_validate(await self.request("POST", "/embed", json=body))
+        timeout = self.timeout_s + self.per_text_s * len(texts)
+        payload = await self.request("POST", "/embed", json=body, timeout_s=timeout)
+        response = EmbedResponse.model_validate(payload)
         return decode(response.vectors_b64, response.dim, response.count)
 
 

@@ -20,6 +20,7 @@ What a caller gets back:
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import partial
@@ -32,12 +33,12 @@ from tenacity import (
     retry_if_exception_type,
     retry_if_result,
     stop_after_attempt,
-    stop_before_delay,
     wait_random_exponential,
 )
+from tenacity.stop import stop_base
 
 from libs.errors import UpstreamError, from_payload, is_retryable
-from libs.telemetry import REQUEST_ID_HEADER, RETRIES, request_id_var
+from libs.telemetry import REQUEST_ID_HEADER, RETRIES, request_id_var, tell_caller
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +92,7 @@ def make_http_client(
     )
 
 
-def _count_retry(target: str, state: RetryCallState) -> None:
+async def _count_retry(target: str, state: RetryCallState) -> None:
     RETRIES.labels(target).inc()
     outcome = state.outcome
     assert outcome is not None  # tenacity sleeps only after an attempt
@@ -101,9 +102,13 @@ def _count_retry(target: str, state: RetryCallState) -> None:
         "retrying call",
         extra={"fields": {"target": target, "attempt": state.attempt_number, "why": why}},
     )
+    await tell_caller(
+        "warning",
+        f"the {target} service failed ({why}); trying again (attempt {state.attempt_number + 1})",
+    )
 
 
-def _give_up(target: str, state: RetryCallState) -> httpx.Response:
+def _give_up(target: str, timeout_s: float | None, state: RetryCallState) -> httpx.Response:
     outcome = state.outcome
     assert outcome is not None
     failure = outcome.exception()
@@ -111,31 +116,71 @@ def _give_up(target: str, state: RetryCallState) -> httpx.Response:
         # The last 5xx: its body says what went wrong, better than anything said here.
         response: httpx.Response = outcome.result()
         return response
-    raise UpstreamError(
-        f"the {target} service did not answer ({type(failure).__name__}) after "
-        f"{state.attempt_number} attempts; check that it is running (make up / make status)"
-    ) from failure
+    tries = f"{state.attempt_number} attempts over {state.seconds_since_start:.0f} s"
+    name = type(failure).__name__
+    if isinstance(failure, httpx.ConnectError | httpx.ConnectTimeout):
+        message = (
+            f"could not connect to the {target} service ({name}) in {tries}; check that it is "
+            "running (make up / make status)"
+        )
+    elif isinstance(failure, httpx.TimeoutException):
+        within = f" within {timeout_s:.0f} s" if timeout_s else ""
+        message = (
+            f"the {target} service is up but did not answer{within} ({name}) in {tries}: it "
+            "is overloaded or the request is too big for it now; try again later, or raise "
+            "HTTP_TIMEOUT_S (and EMBED_TIMEOUT_PER_TEXT_S for the embedder)"
+        )
+    else:
+        message = (
+            f"the {target} service dropped the connection ({name}) in {tries}; it may have "
+            "restarted: check its logs (make logs) and try again"
+        )
+    log.error("giving up on a call", extra={"fields": {"target": target, "why": repr(failure)}})
+    raise UpstreamError(message) from failure
+
+
+class _OutOfTime(stop_base):
+    """Stop when the next wait would end past `max_seconds` of the call, not counting the
+    attempts that ran out of time: those count against the attempts. Otherwise one slow answer
+    as long as the budget would end the call with no retry at all."""
+
+    def __init__(self, max_seconds: float) -> None:
+        self.max_seconds = max_seconds
+        self.excused = 0.0
+
+    def __call__(self, retry_state: RetryCallState) -> bool:
+        spent = (retry_state.seconds_since_start or 0.0) - self.excused
+        return spent + (retry_state.upcoming_sleep or 0.0) >= self.max_seconds
 
 
 async def call_with_retries(
     target: str,
     policy: RetryPolicy,
     send: Callable[[], Awaitable[httpx.Response]],
+    *,
+    timeout_s: float | None = None,
 ) -> httpx.Response:
-    """Run `send` under the retry policy; return the final response or raise an MvdbError."""
+    """Run `send` under the retry policy; return the final response or raise an MvdbError.
+    `timeout_s`, the time one attempt may take, only words the error when all fail."""
+    out_of_time = _OutOfTime(policy.max_seconds)
     retrying = AsyncRetrying(
         retry=_RETRY_ON,
         wait=wait_random_exponential(multiplier=policy.initial_wait, max=policy.max_wait),
-        # stop_before_delay, not stop_after_delay: no wait may run past the total time.
-        stop=stop_after_attempt(policy.attempts) | stop_before_delay(policy.max_seconds),
+        # No wait may start that would end past the total time (stop_before_delay's rule).
+        stop=stop_after_attempt(policy.attempts) | out_of_time,
         before_sleep=partial(_count_retry, target),
-        retry_error_callback=partial(_give_up, target),
+        retry_error_callback=partial(_give_up, target, timeout_s),
     )
 
     async def attempt() -> httpx.Response:
         # tenacity awaits only what an `async def` returns: any other callable giving an
         # awaitable (a lambda, a partial) would come back as an un-awaited result.
-        return await send()
+        started = time.monotonic()
+        try:
+            return await send()
+        except httpx.TimeoutException:
+            out_of_time.excused += time.monotonic() - started
+            raise
 
     response: httpx.Response = await retrying(attempt)
     return response
@@ -156,20 +201,30 @@ class ServiceClient:
     ) -> None:
         self.base_url = base_url
         self.policy = policy or RetryPolicy()
+        self.timeout_s = timeout_s
         self._http = make_http_client(base_url, timeout_s, transport)
 
     async def aclose(self) -> None:
         await self._http.aclose()
 
-    async def request(self, method: str, path: str, **kwargs: Any) -> Any:
-        """Send with retries; decode JSON; turn error bodies back into the typed exception."""
+    async def request(
+        self, method: str, path: str, *, timeout_s: float | None = None, **kwargs: Any
+    ) -> Any:
+        """Send with retries; decode JSON; turn error bodies back into the typed exception.
+
+        `timeout_s` is the time one attempt may take when this call needs another than the
+        client's (an embedding batch: its size decides)."""
         headers = dict(kwargs.pop("headers", None) or {})
         headers[REQUEST_ID_HEADER] = request_id_var.get()
+        if timeout_s is not None:
+            kwargs["timeout"] = httpx.Timeout(timeout_s, connect=min(5.0, timeout_s))
 
         async def send() -> httpx.Response:
             return await self._http.request(method, path, headers=headers, **kwargs)
 
-        response = await call_with_retries(self.target, self.policy, send)
+        response = await call_with_retries(
+            self.target, self.policy, send, timeout_s=timeout_s or self.timeout_s
+        )
         try:
             payload = response.json()
         except ValueError:

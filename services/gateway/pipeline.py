@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import numpy as np
 
 from libs.contracts import (
     ChunkRequest,
@@ -37,6 +36,7 @@ from libs.errors import InvalidInputError, MvdbError
 from libs.ports import ConverterPort, EmbedderPort, IndexPort
 from libs.telemetry import STAGE_SECONDS, tell_caller
 from libs.vectors import encode
+from services.gateway.embedding import DocumentEmbedder
 from services.gateway.metrics import INGESTED_CHUNKS, INGESTED_DOCUMENTS
 from services.gateway.settings import GatewaySettings
 from services.gateway.sources import PathPolicy, UrlPolicy, fetch_url, read_file, scan_folder
@@ -99,6 +99,9 @@ class Pipeline:
         self.urls = UrlPolicy(settings.url_allow_hosts)
         self._fetcher = fetcher
         self._locks = _SourceLocks()
+        self.embedding = DocumentEmbedder(
+            embedder, settings.embed_batch_texts, settings.embed_cache_texts
+        )
         self._model: ModelInfo | None = None
 
     async def model(self) -> ModelInfo:
@@ -257,7 +260,8 @@ class Pipeline:
             converted = await produce()
             model = await self.model()
             async with _stage("embed"):
-                vectors = await self._embed([c.text for c in converted.chunks])
+                texts = [c.text for c in converted.chunks]
+                vectors = await self.embedding.embed(texts, model.name, model.dim)
             title = converted.title.strip() or Path(fallback_title).stem or source
             request = UpsertRequest(
                 document=NewDocument(
@@ -286,11 +290,3 @@ class Pipeline:
             library=library,
             chunk_count=written.chunk_count,
         )
-
-    async def _embed(self, texts: list[str]) -> np.ndarray[Any, np.dtype[np.float32]]:
-        size = self.settings.embed_batch_texts
-        parts = [
-            await self.embedder.embed(texts[i : i + size], "document")
-            for i in range(0, len(texts), size)
-        ]
-        return np.concatenate(parts, axis=0)

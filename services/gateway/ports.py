@@ -33,7 +33,10 @@ async def http_ports(settings: GatewaySettings) -> AsyncIterator[Ports]:
         settings.converter_url, timeout_s=settings.convert_timeout_s + 10, policy=policy
     )
     embedder = EmbedderClient(
-        settings.embedder_url, timeout_s=settings.http_timeout_s, policy=policy
+        settings.embedder_url,
+        timeout_s=settings.http_timeout_s,
+        per_text_s=settings.embed_timeout_per_text_s,
+        policy=policy,
     )
     index = IndexClient(settings.index_url, timeout_s=settings.http_timeout_s, policy=policy)
     try:

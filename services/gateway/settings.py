@@ -34,6 +34,8 @@ class GatewaySettings(CommonSettings):
     allowed_hosts: Annotated[list[str], NoDecode] = Field(default_factory=list)
     allowed_origins: Annotated[list[str], NoDecode] = Field(default_factory=list)
     embed_batch_texts: int = Field(default=64, ge=1, le=4096)
+    embed_timeout_per_text_s: float = Field(default=0.5, ge=0)
+    embed_cache_texts: int = Field(default=20_000, ge=0)
     transport: str = "sse"
 
     @field_validator(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 
+import libs.modelfiles
 import services.converter.errors
 import services.embedder.errors
 import services.gateway.errors
@@ -15,7 +16,7 @@ from tests.conftest import REPO
 
 def _all_error_classes() -> set[type[MvdbError]]:
     # The service modules are imported above so that their subclasses are counted too.
-    assert services.converter.errors and services.embedder.errors
+    assert libs.modelfiles and services.converter.errors and services.embedder.errors
     assert services.gateway.errors and services.index.errors
     found: set[type[MvdbError]] = set()
     todo: list[type[MvdbError]] = [MvdbError]

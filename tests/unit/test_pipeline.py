@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from libs.errors import ConversionError, InvalidInputError, UnsupportedFormatError
+from libs.contracts import EmbedKind
+from libs.errors import ConversionError, InvalidInputError, UnsupportedFormatError, UpstreamError
+from libs.vectors import Matrix
 from services.gateway.library import upload_name
 from services.gateway.pipeline import Pipeline
 from services.gateway.settings import GatewaySettings
@@ -131,3 +133,33 @@ def test_upload_names_must_be_supported() -> None:
         upload_name("C:\\tmp\\random.bin")
     with pytest.raises(InvalidInputError):
         upload_name("C:\\tmp\\")
+
+
+class _FailingOnce(FakeEmbedder):
+    """Fails the `fail_on`-th document batch once, as an embedder that stopped answering."""
+
+    def __init__(self, fail_on: int) -> None:
+        super().__init__()
+        self.fail_on = fail_on
+        self.batches = 0
+
+    async def embed(self, texts: list[str], kind: EmbedKind) -> Matrix:
+        if kind == "document":
+            self.batches += 1
+            if self.batches == self.fail_on:
+                raise UpstreamError("the embedder service is up but did not answer in time")
+        return await super().embed(texts, kind)
+
+
+async def test_batches_embedded_before_a_failure_are_not_embedded_again() -> None:
+    converter, embedder, index = FakeConverter(), _FailingOnce(fail_on=2), FakeIndex()
+    settings = GatewaySettings(_env_file=None, embed_batch_texts=4)  # type: ignore[call-arg]
+    pipeline = Pipeline(settings, converter, embedder, index)
+    text = "\n\n".join(f"paragraph number {i}" for i in range(10))  # 10 chunks: 3 batches
+    with pytest.raises(UpstreamError):
+        await pipeline.ingest_content(text, "long-note", "default", None)
+    assert index.docs == {}  # nothing half-written
+    assert embedder.texts == 4  # the first batch was embedded before the failure
+    result = await pipeline.ingest_content(text, "long-note", "default", None)
+    assert result.status == "indexed" and result.chunk_count == 10
+    assert embedder.texts == 10  # the retry embedded the other 6 only
