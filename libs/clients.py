@@ -16,6 +16,9 @@ from libs.contracts import (
     GetDocumentResult,
     IndexInfo,
     IndexSearchRequest,
+    JobRecord,
+    JobRecords,
+    JobsDeleted,
     ListDocumentsResult,
     ListLibrariesResult,
     LookupResponse,
@@ -112,3 +115,22 @@ class IndexClient(ServiceClient):
 
     async def info(self) -> IndexInfo:
         return IndexInfo.model_validate(await self.request("GET", "/info"))
+
+    async def save_job(self, record: JobRecord) -> None:
+        job_id = quote(record.job.job_id, safe="")
+        await self.request("PUT", f"/jobs/{job_id}", json=record.model_dump(mode="json"))
+
+    async def get_job(self, job_id: str) -> JobRecord:
+        payload = await self.request("GET", f"/jobs/{quote(job_id, safe='')}")
+        return JobRecord.model_validate(payload)
+
+    async def list_jobs(self, status: str | None, limit: int) -> list[JobRecord]:
+        params: dict[str, str | int] = {"limit": limit}
+        if status is not None:
+            params["status"] = status
+        payload = await self.request("GET", "/jobs", params=params)
+        return JobRecords.model_validate(payload).records
+
+    async def delete_jobs(self, finished_before: str) -> int:
+        payload = await self.request("DELETE", "/jobs", params={"finished_before": finished_before})
+        return JobsDeleted.model_validate(payload).deleted

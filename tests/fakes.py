@@ -26,6 +26,7 @@ from libs.contracts import (
     GetDocumentResult,
     IndexInfo,
     IndexSearchRequest,
+    JobRecord,
     LibraryInfo,
     ListDocumentsResult,
     ListLibrariesResult,
@@ -107,6 +108,30 @@ class FakeIndex:
     def __init__(self) -> None:
         self.docs: dict[str, tuple[DocumentInfo, str, list[Chunk]]] = {}
         self.write_delay = 0.0
+        self.jobs: dict[str, JobRecord] = {}
+
+    async def save_job(self, record: JobRecord) -> None:
+        self.jobs[record.job.job_id] = record.model_copy(deep=True)
+
+    async def get_job(self, job_id: str) -> JobRecord:
+        if job_id not in self.jobs:
+            raise NotFoundError(f"no job with job_id {job_id!r}")
+        return self.jobs[job_id].model_copy(deep=True)
+
+    async def list_jobs(self, status: str | None, limit: int) -> list[JobRecord]:
+        records = [r for r in self.jobs.values() if status is None or r.job.status == status]
+        records.sort(key=lambda r: (r.job.created_at, r.job.job_id), reverse=True)
+        return [r.model_copy(deep=True) for r in records[:limit]]
+
+    async def delete_jobs(self, finished_before: str) -> int:
+        old = [
+            job_id
+            for job_id, r in self.jobs.items()
+            if r.job.finished_at is not None and r.job.finished_at < finished_before
+        ]
+        for job_id in old:
+            del self.jobs[job_id]
+        return len(old)
 
     async def lookup(self, library: str, source: str) -> LookupResponse:
         for info, _, _ in self.docs.values():

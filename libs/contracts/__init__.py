@@ -2,7 +2,9 @@
 endpoints' bodies, and each inter-service request and response.
 
     fields.py     base models, shared field types with their bounds and descriptions, limits
-    tools.py      the MCP tools: inputs, outputs and the table that publishes them (`TOOLS`)
+    tools.py      the MCP tools' inputs and outputs
+    jobs.py       background jobs: the job, its stored record, the job tools' inputs
+    catalog.py    the tool table that publishes them (`TOOLS`)
     messages.py   converter, embedder and index requests and responses; readiness
 
 Inputs are validated here (ranges, required fields, unknown fields refused), so the MCP server,
@@ -10,6 +12,7 @@ the HTTP routes and the CLI all refuse the same bad input with the same words. I
 `libs.contracts`; the modules are its layout, not separate contracts.
 """
 
+from libs.contracts.catalog import TOOLS, TOOLS_BY_NAME, WRITE_TOOLS, ToolContract
 from libs.contracts.fields import (
     DEFAULT_LIBRARY,
     FILTER_HELP,
@@ -22,6 +25,18 @@ from libs.contracts.fields import (
     MaxPerDocument,
     MaxTokens,
     SearchMode,
+)
+from libs.contracts.jobs import (
+    ACTIVE_STATUSES,
+    Job,
+    JobAccepted,
+    JobIdInput,
+    JobList,
+    JobRecord,
+    JobRecords,
+    JobsDeleted,
+    JobStatus,
+    ListJobsInput,
 )
 from libs.contracts.messages import (
     Chunk,
@@ -39,9 +54,6 @@ from libs.contracts.messages import (
     UpsertResponse,
 )
 from libs.contracts.tools import (
-    TOOLS,
-    TOOLS_BY_NAME,
-    WRITE_TOOLS,
     DeleteResult,
     DocIdInput,
     DocumentChunk,
@@ -67,11 +79,11 @@ from libs.contracts.tools import (
     SearchResult,
     ServerInfoInput,
     ServerInfoResult,
-    ToolContract,
     UploadInput,
 )
 
 __all__ = [
+    "ACTIVE_STATUSES",
     "DEFAULT_LIBRARY",
     "FILTER_HELP",
     "MAX_CONTEXT_CHUNKS",
@@ -103,10 +115,19 @@ __all__ = [
     "IngestResult",
     "IngestStatus",
     "IngestUrlInput",
+    "Job",
+    "JobAccepted",
+    "JobIdInput",
+    "JobList",
+    "JobRecord",
+    "JobRecords",
+    "JobStatus",
+    "JobsDeleted",
     "LibraryInfo",
     "LibraryName",
     "ListDocumentsInput",
     "ListDocumentsResult",
+    "ListJobsInput",
     "ListLibrariesResult",
     "LookupResponse",
     "MaxPerDocument",

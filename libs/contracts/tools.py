@@ -1,16 +1,13 @@
-"""The MCP tools' contract, declared once: each tool's input and output models, its name,
-title, description and behaviour hints in `TOOLS`. The MCP server publishes exactly this table
-(input schemas with every bound, output schemas, annotations), validates arguments against
-these models, and the HTTP routes and the CLI take the same models, so every path refuses the
-same bad input with the same words.
+"""The MCP tools' inputs and outputs (the table that publishes them is `catalog.py`). The
+HTTP routes and the CLI take the same models, so every path refuses the same bad input with
+the same words.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from libs.contracts.fields import (
     DEFAULT_LIBRARY,
@@ -66,6 +63,20 @@ class IngestFolderInput(_IngestInput):
     folder: FolderPath
     recursive: Recursive = True
     max_concurrency: MaxConcurrency = 4
+    background: Annotated[
+        bool,
+        Field(
+            description="Run as a background job: answer at once with its job_id, follow it "
+            "with get_job (the same folder and library asked again joins the running job)"
+        ),
+    ] = False
+    prune: Annotated[
+        bool,
+        Field(
+            description="After a complete scan, delete the library's documents whose file "
+            "below this folder no longer exists (never after a scan that failed or was cut short)"
+        ),
+    ] = False
 
 
 class UploadInput(_IngestInput):
@@ -244,112 +255,5 @@ class FolderIngestResult(Out):
     results: list[IngestResult]
     errors: list[FolderError]
     ignored_files: list[str] = Field(default_factory=list)
-
-
-# ------------------------------------------------------------------------- the tool table
-
-
-@dataclass(frozen=True)
-class ToolContract:
-    """One MCP tool. `writes`: it changes the library, so it needs a token with write
-    access; the hints tell clients how careful to be (MCP tool annotations)."""
-
-    name: str
-    title: str
-    description: str
-    input: type[BaseModel]
-    output: type[BaseModel]
-    writes: bool = False
-    destructive: bool = False
-    idempotent: bool = False
-    open_world: bool = False
-
-
-TOOLS: tuple[ToolContract, ...] = (
-    ToolContract(
-        "ingest_file",
-        "Ingest a file",
-        "Convert a file on the server and index it in the vector store.",
-        IngestFileInput,
-        IngestResult,
-        writes=True,
-        idempotent=True,
-    ),
-    ToolContract(
-        "ingest_content",
-        "Ingest text",
-        "Index pre-extracted text or Markdown directly, without reading the server's "
-        "filesystem. Use it when the client has the file and the server cannot see it.",
-        IngestContentInput,
-        IngestResult,
-        writes=True,
-        idempotent=True,
-    ),
-    ToolContract(
-        "ingest_url",
-        "Ingest a web page",
-        "Fetch an HTTP/HTTPS URL, convert its content, and index it.",
-        IngestUrlInput,
-        IngestResult,
-        writes=True,
-        idempotent=True,
-        open_world=True,
-    ),
-    ToolContract(
-        "ingest_folder",
-        "Ingest a folder",
-        "Ingest every supported document in a folder on the server, in parallel.",
-        IngestFolderInput,
-        FolderIngestResult,
-        writes=True,
-        idempotent=True,
-    ),
-    ToolContract(
-        "search",
-        "Search the library",
-        "Hybrid search (BM25 + vector, reciprocal rank fusion) over indexed chunks.",
-        SearchInput,
-        SearchResult,
-    ),
-    ToolContract(
-        "list_documents",
-        "List documents",
-        "List indexed documents with metadata.",
-        ListDocumentsInput,
-        ListDocumentsResult,
-    ),
-    ToolContract(
-        "list_libraries",
-        "List libraries",
-        "List all libraries with document and chunk counts.",
-        NoInput,
-        ListLibrariesResult,
-    ),
-    ToolContract(
-        "delete_document",
-        "Delete a document",
-        "Remove a document and all its chunks from the index.",
-        DocIdInput,
-        DeleteResult,
-        writes=True,
-        destructive=True,
-    ),
-    ToolContract(
-        "get_document",
-        "Read a document",
-        "Return the full Markdown text of an indexed document; with chunk_index, only that "
-        "chunk and `context` neighbours on each side (content is then the window's Markdown "
-        "and chunks lists them).",
-        GetDocumentInput,
-        GetDocumentResult,
-    ),
-    ToolContract(
-        "server_info",
-        "Server diagnostics",
-        "Server diagnostics; with check_path, tells whether the server can read that file.",
-        ServerInfoInput,
-        ServerInfoResult,
-    ),
-)
-TOOLS_BY_NAME: dict[str, ToolContract] = {tool.name: tool for tool in TOOLS}
-WRITE_TOOLS = frozenset(tool.name for tool in TOOLS if tool.writes)
+    deleted: int = 0
+    deleted_sources: list[str] = Field(default_factory=list)

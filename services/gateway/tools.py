@@ -98,13 +98,12 @@ def input_schema(tool: ToolContract) -> Json:
 
 
 def output_schema(tool: ToolContract) -> Json:
-    """The tool's result: its output model, or the error shape when isError is set."""
-    refs, definitions = models_json_schema(
-        [(tool.output, "serialization"), (ErrorResult, "serialization")]
-    )
+    """The tool's result: one of its output models, or the error shape when isError is set."""
+    models: list[type[BaseModel]] = [*tool.outputs, ErrorResult]
+    refs, definitions = models_json_schema([(model, "serialization") for model in models])
     return {
         "type": "object",
-        "anyOf": [refs[(tool.output, "serialization")], refs[(ErrorResult, "serialization")]],
+        "anyOf": [refs[(model, "serialization")] for model in models],
         **definitions,
     }
 

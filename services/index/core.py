@@ -24,6 +24,7 @@ from libs.contracts import (
     GetDocumentResult,
     IndexInfo,
     IndexSearchRequest,
+    JobRecord,
     ListDocumentsResult,
     ListLibrariesResult,
     LookupResponse,
@@ -175,6 +176,18 @@ class IndexCore(AsyncLifecycle):
 
     async def info(self) -> IndexInfo:
         return await self._run(lambda store: store.info())
+
+    async def save_job(self, record: JobRecord) -> None:
+        await self._run(lambda store: store.save_job(record))
+
+    async def get_job(self, job_id: str) -> JobRecord:
+        return await self._run(lambda store: store.get_job(job_id))
+
+    async def list_jobs(self, status: str | None, limit: int) -> list[JobRecord]:
+        return await self._run(lambda store: store.list_jobs(status, limit))
+
+    async def delete_jobs(self, finished_before: str) -> int:
+        return await self._run(lambda store: store.delete_jobs(finished_before))
 
     async def ready(self) -> tuple[bool, str]:
         """Opens the store if needed (in-process callers may ask before any other call)."""

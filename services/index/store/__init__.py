@@ -16,7 +16,8 @@ locks, model stamp, caches) and hands it to the modules that do the work:
 - `reads`: lookup, get, listings, counts;
 - `writes`: the crash-safe replace protocol and delete;
 - `recovery`: reconcile after a crash;
-- `maintenance`: optimize and when it is due.
+- `maintenance`: optimize and when it is due;
+- `jobs`: background jobs' records.
 
 The service is the store's only writer. Blocking methods run in worker threads
 (`services.index.core.IndexCore` does that); `search` and `list_documents` are coroutines
@@ -33,6 +34,7 @@ from libs.contracts import (
     GetDocumentResult,
     IndexInfo,
     IndexSearchRequest,
+    JobRecord,
     ListDocumentsResult,
     ListLibrariesResult,
     SearchResult,
@@ -40,7 +42,7 @@ from libs.contracts import (
     UpsertResponse,
 )
 from services.index.settings import IndexSettings
-from services.index.store import maintenance, reads, recovery, search, tables
+from services.index.store import jobs, maintenance, reads, recovery, search, tables
 from services.index.store.meta import ModelStamp
 from services.index.store.recovery import ReconcileReport
 from services.index.store.state import StoreState
@@ -118,6 +120,18 @@ class IndexStore:
 
     def optimize(self) -> None:
         maintenance.optimize(self.state)
+
+    def save_job(self, record: JobRecord) -> None:
+        jobs.save(self.state, record)
+
+    def get_job(self, job_id: str) -> JobRecord:
+        return jobs.get(self.state, job_id)
+
+    def list_jobs(self, status: str | None, limit: int) -> list[JobRecord]:
+        return jobs.listing(self.state, status, limit)
+
+    def delete_jobs(self, finished_before: str) -> int:
+        return jobs.delete_finished_before(self.state, finished_before)
 
     def ping(self) -> str:
         names = self.state.db.list_tables().tables
