@@ -31,8 +31,12 @@ async def _run_stdio(settings: GatewaySettings) -> None:
     async with inprocess_ports(settings) as ports:
         library = Library(settings, ports, transport="stdio")
         server = LibraryServer(lambda: library).server
-        async with stdio_server() as (read, write):
-            await server.run(read, write, server.create_initialization_options())
+        await library.start()
+        try:
+            async with stdio_server() as (read, write):
+                await server.run(read, write, server.create_initialization_options())
+        finally:
+            await library.aclose()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,5 +1,6 @@
-"""Gateway HTTP routes besides MCP: `POST /upload` and `POST /ingest_folder`, thin adapters
-over the `Library` (`GET /readyz` is the common one, fed by `Library.ready_checks`).
+"""Gateway HTTP routes besides MCP: `POST /upload`, `POST /ingest_folder` and the background
+jobs (`GET /jobs`, `GET /jobs/{job_id}`, `POST /jobs/{job_id}/cancel`), thin adapters over the
+`Library` (`GET /readyz` is the common one, fed by `Library.ready_checks`).
 
 Errors are raised as `libs.errors` exceptions; the handler `install_common` registers turns
 them into the MCP error shape with the class's status: 400 for a bad form, body or metadata,
@@ -10,20 +11,21 @@ the server's own faults.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, TypeVar
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 from starlette.datastructures import UploadFile
 from starlette.types import Message
 
-from libs.contracts import IngestFolderInput, UploadInput
+from libs.contracts import IngestFolderInput, JobIdInput, ListJobsInput, UploadInput
 from libs.errors import InvalidInputError, TooLargeError, invalid_input
 from services.gateway.auth import caller_access, require_write
 from services.gateway.library import Call, Library
 
 router = APIRouter()
+Input = TypeVar("Input", bound=BaseModel)
 _MULTIPART_SLACK = 64 * 1024
 _HTTP = Call("http")
 
@@ -110,9 +112,42 @@ async def ingest_folder(request: Request) -> JSONResponse:
         body = await request.json()
     except ValueError as exc:
         raise InvalidInputError("the body must be a JSON object with at least 'folder'") from exc
-    try:
-        req = IngestFolderInput.model_validate(body)
-    except ValidationError as exc:
-        raise invalid_input(exc, "request") from exc
+    if not isinstance(body, dict):
+        raise InvalidInputError("the body must be a JSON object with at least 'folder'")
+    req = _validated(IngestFolderInput, body)
     result = await _library(request).ingest_folder(req, _HTTP)
     return JSONResponse(result.model_dump())
+
+
+@router.get("/jobs")
+async def list_jobs(request: Request) -> JSONResponse:
+    req = _validated(ListJobsInput, dict(request.query_params))
+    return JSONResponse((await _library(request).list_jobs(req, _HTTP)).model_dump())
+
+
+@router.get("/jobs/{job_id}")
+async def get_job(request: Request, job_id: str) -> JSONResponse:
+    req = _validated(JobIdInput, {"job_id": job_id})
+    return JSONResponse((await _library(request).get_job(req, _HTTP)).model_dump())
+
+
+@router.post("/jobs/{job_id}/cancel")
+async def cancel_job(request: Request, job_id: str) -> JSONResponse:
+    require_write(caller_access.get(), "cancel_job")
+    req = _validated(JobIdInput, {"job_id": job_id})
+    return JSONResponse((await _library(request).cancel_job(req, _HTTP)).model_dump())
+
+
+def _validated(model: type[Input], fields: dict[str, Any]) -> Input:
+    # Query parameters are text: the one place a number arrives as a string on purpose.
+    if "limit" in fields:
+        try:
+            fields["limit"] = int(fields["limit"])
+        except ValueError as exc:
+            raise InvalidInputError(
+                f"limit must be a whole number, got {fields['limit']!r}"
+            ) from exc
+    try:
+        return model.model_validate(fields)
+    except ValidationError as exc:
+        raise invalid_input(exc, "request") from exc

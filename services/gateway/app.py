@@ -115,9 +115,11 @@ def create_app(
             app.state.library = library
             app.state.ready_checks = library.ready_checks()
             try:
+                await library.start()
                 async with mcp.session_manager.run():
                     yield
             finally:
+                await library.aclose()
                 app.state.library = None
                 app.state.ready_checks = None
                 for close in bound.closers:

@@ -34,8 +34,13 @@ from libs.contracts import (
     IngestFolderInput,
     IngestResult,
     IngestUrlInput,
+    Job,
+    JobAccepted,
+    JobIdInput,
+    JobList,
     ListDocumentsInput,
     ListDocumentsResult,
+    ListJobsInput,
     ListLibrariesResult,
     NoInput,
     PathCheck,
@@ -50,9 +55,12 @@ from libs.errors import InvalidInputError, MvdbError, PathNotAllowedError
 from libs.formats import CONVERTIBLE_EXTENSIONS, check_convertible
 from libs.service_app import ReadyCheck
 from libs.vectors import encode
+from services.gateway.folders import FolderHooks, FolderIngest
+from services.gateway.jobs import Jobs
 from services.gateway.pipeline import Pipeline
 from services.gateway.ports import Ports
 from services.gateway.settings import GatewaySettings
+from services.gateway.sources import scan_folder_root
 
 _STDIO_NOTE = (
     "In stdio mode the server runs on the same machine as the MCP client and reads files "
@@ -63,15 +71,17 @@ _HTTP_NOTE = (
     "ingest_content or POST /upload for files that only exist on the client."
 )
 
-FileDone = Callable[[Path, IngestResult | MvdbError], Awaitable[None] | None]
+Progress = Callable[[float, float | None, str | None], Awaitable[None]]
 
 
 @dataclass(frozen=True)
 class Call:
     """What an adapter knows about one call beyond its input: the transport it came in on
-    (`stdio`, `sse`, `streamable-http`, `http`, `cli`...)."""
+    (`stdio`, `sse`, `streamable-http`, `http`, `cli`...), and where progress goes (a folder
+    reports each finished file: progress = files done, total = files found)."""
 
     transport: str
+    progress: Progress | None = None
 
 
 def model_cache_dir(var_dir: Path) -> str:
@@ -102,6 +112,13 @@ class Library:
         self.ports = ports
         self.call = Call(transport or settings.transport)
         self._ingest = Pipeline(settings, ports.converter, ports.embedder, ports.index, fetcher)
+        self.folders = FolderIngest(self._ingest)
+        self.jobs = Jobs(
+            ports.index,
+            self.folders.run,
+            concurrency=settings.job_concurrency,
+            retention_days=settings.job_retention_days,
+        )
 
     # ------------------------------------------------------------------------ ingest
 
@@ -117,20 +134,31 @@ class Library:
         return await self._ingest.ingest_url(req.url, req.library, req.metadata)
 
     async def ingest_folder(
-        self,
-        req: IngestFolderInput,
-        call: Call | None = None,
-        *,
-        on_file_done: FileDone | None = None,
-    ) -> FolderIngestResult:
-        return await self._ingest.ingest_folder(
-            req.folder,
-            req.library,
-            req.metadata,
-            recursive=req.recursive,
-            max_concurrency=req.max_concurrency,
-            on_file_done=on_file_done,
-        )
+        self, req: IngestFolderInput, call: Call | None = None
+    ) -> FolderIngestResult | JobAccepted:
+        """The folder now, or with `background` a job (its id at once; `get_job` follows it)."""
+        if req.background:
+            folder = self.folders.resolve(req.folder)
+            await asyncio.to_thread(scan_folder_root, folder)
+            return await self.jobs.submit(req, folder)
+        report = call.progress if call is not None else None
+        if report is None:
+            return await self.folders.run(req)
+        total = 0
+        done = 0
+
+        async def scanned(found: int) -> None:
+            nonlocal total
+            total = found
+            await report(0, total, f"{found} files to ingest")
+
+        async def file_done(path: Path, outcome: IngestResult | MvdbError) -> None:
+            nonlocal done
+            done += 1
+            status = outcome.status if isinstance(outcome, IngestResult) else "failed"
+            await report(done, total, f"{path.name}: {status}")
+
+        return await self.folders.run(req, FolderHooks(scanned, file_done))
 
     async def ingest_upload(self, req: UploadInput, call: Call | None = None) -> IngestResult:
         name = upload_name(req.filename)
@@ -216,7 +244,26 @@ class Library:
             return PathCheck(path=str(path), readable=False, error=exc.strerror or str(exc))
         return PathCheck(path=str(path), readable=True, size_bytes=size)
 
+    # ---------------------------------------------------------------------- jobs
+
+    async def get_job(self, req: JobIdInput, call: Call | None = None) -> Job:
+        return await self.jobs.get(req.job_id)
+
+    async def list_jobs(self, req: ListJobsInput, call: Call | None = None) -> JobList:
+        jobs = await self.jobs.listing(req.status, req.limit)
+        return JobList(jobs=jobs, count=len(jobs))
+
+    async def cancel_job(self, req: JobIdInput, call: Call | None = None) -> Job:
+        return await self.jobs.cancel(req.job_id)
+
     # ------------------------------------------------------------------- operations
+
+    async def start(self) -> None:
+        """Resume the background jobs a previous run left (call once, in the lifespan)."""
+        await self.jobs.start()
+
+    async def aclose(self) -> None:
+        await self.jobs.aclose()
 
     def ready_checks(self) -> dict[str, ReadyCheck]:
         """The gateway is ready when the three services it needs are."""

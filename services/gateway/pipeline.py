@@ -1,5 +1,5 @@
 """The ingest pipeline: dedup look-up, conversion, embedding and the index write, for files,
-uploads, URLs, raw content and folders.
+uploads, URLs and raw content (folders: `services.gateway.folders`).
 
 Dedup happens before any conversion or embedding work: the same `(source, library)` with the
 same content hash is `skipped`. Ingests of one source are serialised by a per-source lock so
@@ -25,21 +25,19 @@ import httpx
 from libs.contracts import (
     ChunkRequest,
     ConvertResult,
-    FolderError,
-    FolderIngestResult,
     IngestResult,
     ModelInfo,
     NewDocument,
     UpsertRequest,
 )
-from libs.errors import InvalidInputError, MvdbError
+from libs.errors import InvalidInputError
 from libs.ports import ConverterPort, EmbedderPort, IndexPort
-from libs.telemetry import STAGE_SECONDS, tell_caller
+from libs.telemetry import STAGE_SECONDS
 from libs.vectors import encode
 from services.gateway.embedding import DocumentEmbedder
 from services.gateway.metrics import INGESTED_CHUNKS, INGESTED_DOCUMENTS
 from services.gateway.settings import GatewaySettings
-from services.gateway.sources import PathPolicy, UrlPolicy, fetch_url, read_file, scan_folder
+from services.gateway.sources import PathPolicy, UrlPolicy, fetch_url, read_file
 
 log = logging.getLogger(__name__)
 
@@ -174,65 +172,6 @@ class Pipeline:
                 timeout_s=self.settings.fetch_timeout_s,
             )
         return await self.ingest_bytes(fetched.data, fetched.filename, url, library, metadata)
-
-    async def ingest_folder(
-        self,
-        folder: str,
-        library: str,
-        metadata: dict[str, Any] | None,
-        *,
-        recursive: bool = True,
-        max_concurrency: int = 4,
-        on_file_done: Callable[[Path, IngestResult | MvdbError], Awaitable[None] | None]
-        | None = None,
-    ) -> FolderIngestResult:
-        if max_concurrency < 1:
-            raise InvalidInputError("max_concurrency must be at least 1")
-        root = self.paths.resolve(folder)
-        scan = await asyncio.to_thread(scan_folder, root, recursive)
-        gate = asyncio.Semaphore(max_concurrency)
-        outcomes: dict[Path, IngestResult | MvdbError] = {}
-
-        async def one(path: Path) -> None:
-            async with gate:
-                try:
-                    outcome: IngestResult | MvdbError = await self.ingest_file(
-                        str(path), library, metadata
-                    )
-                except MvdbError as exc:
-                    outcome = exc
-                except Exception as exc:
-                    log.exception("folder ingest failed for one file")
-                    outcome = MvdbError(f"unexpected error: {type(exc).__name__}: {exc}")
-            outcomes[path] = outcome
-            if isinstance(outcome, MvdbError):
-                fields = {"file": str(path), "error_code": outcome.error_code}
-                log.warning("a file of the folder failed", extra={"fields": fields})
-                await tell_caller("warning", f"{path}: {outcome.message}")
-            if on_file_done is not None:
-                maybe = on_file_done(path, outcome)
-                if maybe is not None:
-                    await maybe
-
-        await asyncio.gather(*(one(p) for p in scan.files))
-        results = [o for p in scan.files if isinstance(o := outcomes[p], IngestResult)]
-        errors = [
-            FolderError(file=str(p), error=o.message, error_code=o.error_code)
-            for p in scan.files
-            if isinstance(o := outcomes[p], MvdbError)
-        ]
-        return FolderIngestResult(
-            folder=str(root),
-            library=library,
-            total_files=len(scan.files),
-            indexed=sum(r.status == "indexed" for r in results),
-            replaced=sum(r.status == "replaced" for r in results),
-            skipped=sum(r.status == "skipped" for r in results),
-            failed=len(errors),
-            results=results,
-            errors=errors,
-            ignored_files=[str(p) for p in scan.ignored],
-        )
 
     # --------------------------------------------------------------------- the core
 

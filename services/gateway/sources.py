@@ -18,7 +18,7 @@ import os
 import socket
 import stat
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 from urllib.parse import unquote, urljoin, urlsplit
@@ -118,29 +118,52 @@ def read_file(path: Path, max_bytes: int) -> FileRead:
 class FolderScan:
     files: list[Path]
     ignored: list[Path]
+    # Subfolders that could not be read: the scan is incomplete, so nothing may be pruned.
+    unreadable: list[str] = field(default_factory=list)
+
+    @property
+    def complete(self) -> bool:
+        return not self.unreadable
 
 
-def scan_folder(folder: Path, recursive: bool) -> FolderScan:
+def scan_folder_root(folder: Path) -> None:
+    """Refuse a folder that does not exist, is a file, or cannot be read."""
     try:
         if not folder.exists():
             raise FileAccessError(f"folder not found on the server: {folder}")
         if not folder.is_dir():
             raise FileAccessError(f"{folder} is a file, not a folder; use ingest_file for one file")
+        if not os.access(folder, os.R_OK | os.X_OK):
+            raise FileAccessError(f"the server has no permission to read the folder {folder}")
     except OSError as exc:
         raise FileAccessError(f"cannot look at {folder}: {exc.strerror or exc}") from exc
+
+
+def scan_folder(folder: Path, recursive: bool) -> FolderScan:
+    """The convertible files below `folder` (hidden names skipped), the known formats this
+    build cannot convert, and the subfolders that could not be read (blocking: run it in a
+    worker thread)."""
+    scan_folder_root(folder)
     files: list[Path] = []
     ignored: list[Path] = []
-    iterator = folder.rglob("*") if recursive else folder.glob("*")
-    for entry in sorted(iterator):
-        if any(part.startswith(".") for part in entry.relative_to(folder).parts):
-            continue
-        if not entry.is_file():
-            continue
-        if is_convertible(entry.name):
-            files.append(entry)
-        elif is_known(entry.name):
-            ignored.append(entry)
-    return FolderScan(files, ignored)
+    unreadable: list[str] = []
+
+    def failed(error: OSError) -> None:
+        unreadable.append(f"{error.filename}: {error.strerror or error}")
+
+    for top, dirs, names in os.walk(folder, onerror=failed):
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".")) if recursive else []
+        for name in sorted(names):
+            entry = Path(top) / name
+            if name.startswith(".") or not entry.is_file():
+                continue
+            if is_convertible(name):
+                files.append(entry)
+            elif is_known(name):
+                ignored.append(entry)
+    files.sort()
+    ignored.sort()
+    return FolderScan(files, ignored, unreadable)
 
 
 # ------------------------------------------------------------------------------- URLs

@@ -24,6 +24,7 @@ import logging
 import warnings
 from collections import OrderedDict
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from mcp.server.context import ServerRequestContext
@@ -53,8 +54,9 @@ from libs.errors import MvdbError, from_exception
 from libs.telemetry import NoticeLevel, caller_notices, new_request_id, request_id_var
 from services.gateway.auth import access_of, require_write
 from services.gateway.errors import StillStarting
-from services.gateway.library import Call, Library
+from services.gateway.library import Call, Library, Progress
 from services.gateway.metrics import TOOL_CALLS
+from services.gateway.progress import ProgressReporter
 
 log = logging.getLogger(__name__)
 
@@ -191,14 +193,28 @@ class LibraryServer:
             await self._notify(ctx, level, text)
 
         notices = caller_notices.set(notice)
+        token = (ctx.meta or {}).get("progress_token")
         try:
-            return await self.call(tool, params.arguments or {}, ctx)
+            if token is None or not name.startswith("ingest_"):
+                return await self.call(tool, params.arguments or {}, ctx)
+
+            async def send(progress: float, total: float | None, message: str | None) -> None:
+                await ctx.session.send_progress_notification(
+                    token, progress, total, message, related_request_id=str(ctx.request_id)
+                )
+
+            async with ProgressReporter(send) as reporter:
+                return await self.call(tool, params.arguments or {}, ctx, reporter.report)
         finally:
             caller_notices.reset(notices)
             request_id_var.reset(request_id)
 
     async def call(
-        self, tool: ToolContract, arguments: Json, ctx: Context | None = None
+        self,
+        tool: ToolContract,
+        arguments: Json,
+        ctx: Context | None = None,
+        progress: Progress | None = None,
     ) -> CallToolResult:
         """Run one tool call: validate, check access, run, shape the result."""
         try:
@@ -206,7 +222,8 @@ class LibraryServer:
                 require_write(access_of(ctx.request), tool.name)
             request = tool.input.model_validate(arguments)
             handler = getattr(self._running_library(), tool.name)
-            result: BaseModel = await handler(request, self._call_of(ctx))
+            call = replace(self._call_of(ctx), progress=progress)
+            result: BaseModel = await handler(request, call)
         except Exception as exc:
             return await self._failed(tool.name, exc, ctx)
         TOOL_CALLS.labels(tool.name, "ok").inc()

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
-from libs.contracts import EmbedKind
+from libs.contracts import EmbedKind, FolderIngestResult, IngestFolderInput
 from libs.errors import ConversionError, InvalidInputError, UnsupportedFormatError, UpstreamError
 from libs.vectors import Matrix
+from services.gateway.folders import FolderIngest
 from services.gateway.library import upload_name
 from services.gateway.pipeline import Pipeline
 from services.gateway.settings import GatewaySettings
@@ -19,6 +22,11 @@ from tests.fakes import FakeConverter, FakeEmbedder, FakeIndex
 @pytest.fixture
 def parts() -> tuple[FakeConverter, FakeEmbedder, FakeIndex]:
     return FakeConverter(), FakeEmbedder(), FakeIndex()
+
+
+async def folder(pipeline: Pipeline, path: str, **options: Any) -> FolderIngestResult:
+    request = IngestFolderInput(folder=path, library="lib", **options)
+    return await FolderIngest(pipeline).run(request)
 
 
 @pytest.fixture
@@ -87,10 +95,10 @@ async def test_folder_ingest_reports_each_file(pipeline: Pipeline, tmp_path: Pat
     (tmp_path / "photo.jpg").write_bytes(b"\xff\xd8")
     (tmp_path / ".hidden.txt").write_text("not me")
     (tmp_path / "data.bin").write_bytes(b"\x00")
-    result = await pipeline.ingest_folder(str(tmp_path), "lib", {"k": "v"})
+    result = await folder(pipeline, str(tmp_path), metadata={"k": "v"})
     assert result.total_files == 2 and result.indexed == 2 and result.failed == 0
     assert result.ignored_files == [str(tmp_path / "photo.jpg")]
-    flat = await pipeline.ingest_folder(str(tmp_path), "lib", None, recursive=False)
+    flat = await folder(pipeline, str(tmp_path), recursive=False)
     assert flat.total_files == 1 and flat.skipped == 1
 
 
@@ -101,19 +109,19 @@ async def test_folder_errors_do_not_stop_the_batch(
     (tmp_path / "a.txt").write_text("one")
     (tmp_path / "b.txt").write_text("two")
     converter.fail_next = True
-    result = await pipeline.ingest_folder(str(tmp_path), "lib", None, max_concurrency=1)
+    result = await folder(pipeline, str(tmp_path), max_concurrency=1)
     assert result.failed == 1 and result.indexed == 1
     assert result.errors[0].error_code == "conversion_failed"
 
 
 async def test_folder_guards(pipeline: Pipeline, tmp_path: Path) -> None:
-    with pytest.raises(InvalidInputError):
-        await pipeline.ingest_folder(str(tmp_path), "lib", None, max_concurrency=0)
+    with pytest.raises(ValidationError, match="max_concurrency"):
+        await folder(pipeline, str(tmp_path), max_concurrency=0)
     with pytest.raises(Exception, match="not found"):
-        await pipeline.ingest_folder(str(tmp_path / "missing"), "lib", None)
+        await folder(pipeline, str(tmp_path / "missing"))
     (tmp_path / "f.txt").write_text("x")
     with pytest.raises(Exception, match="is a file"):
-        await pipeline.ingest_folder(str(tmp_path / "f.txt"), "lib", None)
+        await folder(pipeline, str(tmp_path / "f.txt"))
 
 
 @pytest.mark.parametrize(
