@@ -8,8 +8,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,8 +17,7 @@ import httpx
 import pytest
 
 from services.entrypoints.cluster import LocalCluster, running
-from tests.conftest import REPO
-from tests.e2e.conftest import cluster_env
+from tests.e2e.conftest import cluster_env, restart
 from tests.mcp_client import sse_tools
 
 pytestmark = pytest.mark.e2e
@@ -80,15 +77,7 @@ def test_a_job_resumes_after_its_gateway_is_killed(job_cluster: LocalCluster) ->
     assert pid is not None
     os.killpg(pid, signal.SIGKILL)
     time.sleep(1.0)
-    restarted = subprocess.run(
-        [sys.executable, "-m", "services.entrypoints.cluster", "up", "--wait", "240"],
-        cwd=REPO,
-        env=job_cluster.env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert restarted.returncode == 0, restarted.stdout + restarted.stderr
+    restart(job_cluster)
 
     deadline = time.monotonic() + 300
     while (job := _job(job_cluster, job_id))["status"] in ("queued", "running"):
