@@ -200,3 +200,38 @@ def test_prometheus_entrypoint_writes_the_first_read_only_token(
     result = run(["/bin/sh", "-c", script], env={"READ_ONLY_TOKEN": tokens})
     assert result.returncode == 0, result.stderr
     assert token_file.read_text() == written
+
+
+def test_containers_run_read_only_with_scratch_in_memory(rendered: dict[str, Any]) -> None:
+    """Nothing is written into an image at run time: VAR_DIR (= HOME) and /tmp are tmpfs,
+    the store is the index's volume. (The container tier runs them this way.)"""
+    for name in SERVICES:
+        service = rendered["services"][name]
+        assert service["read_only"] is True, name
+        scratch = {entry.split(":")[0] for entry in service["tmpfs"]}
+        assert scratch == {"/tmp", "/app/var"}, name
+        var = next(e for e in service["tmpfs"] if e.startswith("/app/var:"))
+        assert "uid=10001" in var, "writable by the images' USER"
+        assert service["cap_drop"] == ["ALL"], name
+
+
+def test_the_ingest_folder_is_mounted_where_ingest_roots_points(
+    docker_compose: str, tmp_path: Path
+) -> None:
+    """ingest_folder works out of the box: the host folder (INGEST_HOST_DIR, default ./ingest
+    beside the compose file) is the gateway's only readable root, read-only."""
+    for env, host_dir in (("", tmp_path / "ingest"), ("INGEST_HOST_DIR=/srv/docs\n", "/srv/docs")):
+        gateway = _config(docker_compose, _project(tmp_path, env))["services"]["gateway"]
+        roots = gateway["environment"]["INGEST_ROOTS"].split(":")
+        mounts = gateway["volumes"]
+        assert mounts == [f"{host_dir}:{roots[0]}:ro"], mounts
+    for name in ("converter", "embedder", "index"):
+        assert (
+            "INGEST_ROOTS"
+            not in _config(docker_compose, _project(tmp_path))["services"][name]["environment"]
+        )
+
+
+def test_images_build_on_the_configured_python_base(rendered: dict[str, Any]) -> None:
+    for name in SERVICES:
+        assert rendered["services"][name]["build"]["args"] == {"PYTHON_IMAGE": "python:3.11-slim"}
