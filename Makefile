@@ -44,10 +44,11 @@ lint: install ## Lint (ruff format --check + ruff check)
 typecheck: install ## mypy --strict on libs/ and services/
 	$(VENV)/bin/mypy
 
-test: install deploy-tools ## Lint, typecheck and run every test tier (unit, integration, e2e, deploy)
+test: install deploy-tools ## Lint, typecheck and run every test tier (unit, integration, e2e, deploy, containers)
 	$(MAKE) --no-print-directory lint
 	$(MAKE) --no-print-directory typecheck
-	$(VENV)/bin/python -m pytest -q -p no:cacheprovider
+	$(VENV)/bin/python -m pytest -q -rs -p no:cacheprovider --ignore=tests/deploy/test_containers.py
+	$(MAKE) --no-print-directory test-containers
 
 test-unit: install ## Unit tests only (no network, no model)
 	$(VENV)/bin/python -m pytest -q tests/unit

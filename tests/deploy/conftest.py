@@ -6,11 +6,13 @@ there, with the reason and the command that installs it.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 import yaml
@@ -87,3 +89,42 @@ def load_all(path: Path) -> list[dict[str, object]]:
     """Every non-empty YAML document in a file."""
     with path.open() as fh:
         return [doc for doc in yaml.safe_load_all(fh) if doc]
+
+
+def lockfiles() -> ModuleType:
+    """deploy/docker/lockfiles.py (a script, not a package member) as a module."""
+    name = "mvdb_lockfiles"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, DEPLOY / "docker" / "lockfiles.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look their module up while being created
+    spec.loader.exec_module(module)
+    return module
+
+
+def image_requirements(stage: str) -> list[str]:
+    """The requirement lines (`name==version ; marker`, hashes left out) that the Dockerfile
+    installs for `stage`: its own file and those of the stages it is built on."""
+    module = lockfiles()
+    stages, _ = module.load_stages()
+    lines: list[str] = []
+    for name in module.chain(stages, stage):
+        text = (module.OUT / f"{name}.txt").read_text()
+        lines += [
+            line.rstrip(" \\")
+            for line in text.splitlines()
+            if line and not line.startswith((" ", "#"))
+        ]
+    return lines
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """The container tier's timings and image sizes, when it ran."""
+    from tests.deploy.containers import REPORT
+
+    if REPORT:
+        terminalreporter.write_sep("-", "container tier")
+        for line in REPORT:
+            terminalreporter.write_line(line)

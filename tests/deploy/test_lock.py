@@ -12,32 +12,20 @@ from __future__ import annotations
 
 import ast
 import importlib.metadata
-import importlib.util
 import os
 import shutil
 import sys
 import tomllib
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
 from tests.conftest import REPO
-from tests.deploy.conftest import run
+from tests.deploy.conftest import image_requirements, lockfiles, run
 
 LOCKFILES = REPO / "deploy" / "docker" / "lockfiles.py"
 REQUIREMENTS = REPO / "deploy" / "docker" / "requirements"
 SERVICES = ("converter", "embedder", "index", "gateway")
-
-
-def _lockfiles() -> ModuleType:
-    """deploy/docker/lockfiles.py as a module (it is a script, not a package member)."""
-    spec = importlib.util.spec_from_file_location("mvdb_lockfiles", LOCKFILES)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while being created
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope="module")
@@ -67,18 +55,18 @@ def test_image_requirement_files_are_current_with_uv_lock(uv: str) -> None:
 
 def test_a_requirement_in_no_image_stops_the_export(tmp_path: Path) -> None:
     """What happens after a merge adds a dependency: `make lock` refuses to guess its image."""
-    lockfiles = _lockfiles()
+    module = lockfiles()
     for name in ("pyproject.toml", "uv.lock"):
         shutil.copy(REPO / name, tmp_path / name)
     (tmp_path / "deploy" / "docker").mkdir(parents=True)
-    shutil.copy(lockfiles.IMAGES, tmp_path / "deploy" / "docker" / "images.toml")
+    shutil.copy(module.IMAGES, tmp_path / "deploy" / "docker" / "images.toml")
     pyproject = tmp_path / "pyproject.toml"
     text = pyproject.read_text()
     pyproject.write_text(
         text.replace("dependencies = [\n", 'dependencies = [\n  "tenacity>=8",\n', 1)
     )
-    with pytest.raises(lockfiles.LockError, match=r"tenacity is required by pyproject\.toml"):
-        lockfiles.render(tmp_path, "uv-is-not-reached")
+    with pytest.raises(module.LockError, match=r"tenacity is required by pyproject\.toml"):
+        module.render(tmp_path, "uv-is-not-reached")
 
 
 def test_the_tokenizer_package_is_locked_without_pytorch() -> None:
@@ -99,15 +87,8 @@ def test_the_tokenizer_package_is_locked_without_pytorch() -> None:
 
 
 def _image_packages(service: str) -> set[str]:
-    """Names in the requirement files of the service's stage and the stages below it."""
-    lockfiles = _lockfiles()
-    stages, _ = lockfiles.load_stages()
-    names: set[str] = set()
-    for stage in lockfiles.chain(stages, service):
-        for line in (REQUIREMENTS / f"{stage}.txt").read_text().splitlines():
-            if line and not line.startswith((" ", "#")):
-                names.add(lockfiles.normalize(line.split("==")[0]))
-    return names
+    """Names the Dockerfile installs for the service's stage and the stages below it."""
+    return {lockfiles().normalize(line.split("==")[0]) for line in image_requirements(service)}
 
 
 def _imports(path: Path) -> set[str]:
@@ -177,15 +158,15 @@ def _third_party_imports(service: str) -> dict[str, set[str]]:
 
 @pytest.mark.parametrize("service", SERVICES)
 def test_each_image_installs_what_its_service_imports(service: str) -> None:
-    lockfiles = _lockfiles()
+    normalize = lockfiles().normalize
     distributions = importlib.metadata.packages_distributions()
     image = _image_packages(service)
     missing = {}
-    for module, importers in _third_party_imports(service).items():
-        dists = {lockfiles.normalize(d) for d in distributions.get(module, [])}
-        assert dists, f"{module} (imported by {sorted(importers)}) is installed by no package"
+    for top, importers in _third_party_imports(service).items():
+        dists = {normalize(d) for d in distributions.get(top, [])}
+        assert dists, f"{top} (imported by {sorted(importers)}) is installed by no package"
         if not dists & image:
-            missing[module] = sorted(importers)
+            missing[top] = sorted(importers)
     assert not missing, (
         f"the {service} image lacks what these imports need: {missing}; add the requirement "
         "to its stage in deploy/docker/images.toml and run `make lock`"
