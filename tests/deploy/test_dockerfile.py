@@ -21,27 +21,12 @@ from contextlib import contextmanager
 import pytest
 
 from tests.conftest import REPO
-from tests.deploy.conftest import run
+from tests.deploy.conftest import dockerfile_stages, run
 from tests.servers import free_port
 
 DOCKERFILE = REPO / "Dockerfile"
 HEALTHCHECK = REPO / "deploy" / "docker" / "healthcheck.py"
 PORTS = {"converter": 8001, "embedder": 8002, "index": 8003, "gateway": 8000}
-
-
-def _stages() -> dict[str, list[str]]:
-    """Stage name -> its instructions (continuation lines joined, comments dropped)."""
-    text = re.sub(r"\\\n", " ", DOCKERFILE.read_text())
-    stages: dict[str, list[str]] = {}
-    current: list[str] = []
-    for line in text.splitlines():
-        line = line.strip()
-        if not line or line.startswith("#"):
-            continue
-        if match := re.match(r"FROM \S+ AS (\S+)$", line):
-            current = stages.setdefault(match[1], [])
-        current.append(line)
-    return stages
 
 
 def test_hadolint_passes(hadolint: str) -> None:
@@ -52,14 +37,14 @@ def test_hadolint_passes(hadolint: str) -> None:
 def test_base_is_python_311_slim_and_offline() -> None:
     text = DOCKERFILE.read_text()
     assert "ARG PYTHON_IMAGE=python:3.11-slim" in text
-    base = " ".join(_stages()["base"])
+    base = " ".join(dockerfile_stages()["base"])
     for setting in ("HF_HUB_OFFLINE=1", "BIND_HOST=0.0.0.0", "VAR_DIR=/app/var"):
         assert setting in base, setting
 
 
 @pytest.mark.parametrize("service", sorted(PORTS))
 def test_every_service_target_runs_non_root_with_a_readiness_healthcheck(service: str) -> None:
-    stage = _stages()[service]
+    stage = dockerfile_stages()[service]
     user = next(i for i in stage if i.startswith("USER "))
     uid = user.split()[1].split(":")[0]
     assert uid.isdigit() and int(uid) != 0, "numeric non-root USER (runAsNonRoot checks it)"
@@ -72,7 +57,7 @@ def test_every_service_target_runs_non_root_with_a_readiness_healthcheck(service
 
 def _stage_tree() -> dict[str, str]:
     """Stage -> the stage it is built FROM (the base image's stage maps to the ARG)."""
-    return {name: stage[0].split()[1] for name, stage in _stages().items()}
+    return {name: stage[0].split()[1] for name, stage in dockerfile_stages().items()}
 
 
 def test_stages_follow_images_toml() -> None:
@@ -84,9 +69,9 @@ def test_stages_follow_images_toml() -> None:
     assert tree["base"] == "${PYTHON_IMAGE}"
     for name, spec in images.items():
         assert tree[name] == spec.get("from", "base"), name
-        stage = " ".join(_stages()[name])
+        stage = " ".join(dockerfile_stages()[name])
         assert f"COPY deploy/docker/requirements/{name}.txt /tmp/requirements.txt" in stage
-        installs = [i for i in _stages()[name] if "pip install" in i]
+        installs = [i for i in dockerfile_stages()[name] if "pip install" in i]
         assert len(installs) == 1, name
         for flag in ("--no-deps", "--require-hashes", "--only-binary=:all:"):
             assert flag in installs[0], (name, flag)
@@ -96,7 +81,7 @@ def test_stages_follow_images_toml() -> None:
 
 def test_dependencies_are_installed_before_the_code_is_copied() -> None:
     """Editing code must not invalidate a dependency layer."""
-    stages = _stages()
+    stages = dockerfile_stages()
     for name, stage in stages.items():
         copies = [i for i, line in enumerate(stage) if line.startswith(("COPY libs", "COPY serv"))]
         installs = [i for i, line in enumerate(stage) if "pip install" in line]
@@ -107,7 +92,7 @@ def test_dependencies_are_installed_before_the_code_is_copied() -> None:
 
 
 def test_the_embedder_image_carries_the_offline_model() -> None:
-    stages = _stages()
+    stages = dockerfile_stages()
     tree = _stage_tree()
     for service in ("converter", "embedder", "index"):
         assert tree[service] == "tokenizer", "the tokenizer files come from this stage"
