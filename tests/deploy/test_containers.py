@@ -465,8 +465,7 @@ def test_ingest_folder_reads_the_mounted_host_folder(stack: Stack) -> None:
     body = response.json()
     assert (body["total_files"], body["indexed"], body["failed"]) == (3, 2, 1), body
     assert body["errors"][0]["file"].endswith("scan.pdf")
-    again = httpx.post(stack.gateway + "/ingest_folder", json=request, timeout=600).json()
-    assert (again["skipped"], again["indexed"]) == (2, 0), again
+    assert body["errors"][0]["error_code"] == "no_text_extracted"
 
     outside = httpx.post(
         stack.gateway + "/ingest_folder", json={"folder": "/app", "library": "x"}, timeout=60
@@ -598,16 +597,26 @@ def test_killing_the_index_mid_ingest_leaves_the_store_consistent(stack: Stack) 
         assert error["error_code"] == "service_unavailable", error
     acknowledged = {r["doc_id"] for r in body["results"]}
 
-    # Running it again does what is left and skips what was done.
+    # Running it again does what is left and skips what was done (at least what was
+    # acknowledged: a write the index committed just before the kill is there too).
     again = httpx.post(stack.gateway + "/ingest_folder", json=request, timeout=600).json()
     assert again["failed"] == 0, again["errors"]
-    assert again["skipped"] == len(acknowledged)
+    assert again["skipped"] >= len(acknowledged)
     assert again["skipped"] + again["indexed"] == files
     acknowledged |= {r["doc_id"] for r in again["results"]}
     asyncio.run(_check_store(stack, {library: acknowledged}, library))
 
 
 def test_the_data_survives_down_and_up(stack: Stack) -> None:
+    note = _call(
+        stack,
+        "ingest_content",
+        content="# Log\n\nThe lighthouse keeper logged the storm before the relief boat came.",
+        source="notes/lighthouse.md",
+        library="persist",
+    )
+    assert note["status"] in ("indexed", "skipped"), note
+
     async def snapshot() -> dict[str, Any]:
         async with sse_tools(stack.gateway + "/sse") as tools:
             libraries = (await tools.call("list_libraries"))["libraries"]
@@ -620,11 +629,11 @@ def test_the_data_survives_down_and_up(stack: Stack) -> None:
                 )
                 for lib in libraries
             }
-            hit = await tools.call("search", query="large language models", top_k=1)
+            hit = await tools.call("search", query="lighthouse keeper storm", top_k=1)
             return {"libraries": libraries, "documents": documents, "hit": hit["results"]}
 
     before = asyncio.run(snapshot())
-    assert before["hit"] and len(before["libraries"]) >= 3
+    assert before["hit"][0]["doc_id"] == note["doc_id"]
     stack.compose("down")  # the containers and networks go; the named volume stays
     assert stack.docker("ps", "-aq", "--filter", f"name={stack.compose.name}_").stdout == ""
     stack.compose("up", "-d", "--no-build")
@@ -632,4 +641,4 @@ def test_the_data_survives_down_and_up(stack: Stack) -> None:
     assert ready.returncode == 0, f"{ready.stdout}\n{ready.stderr}\n{stack.compose.logs()}"
     after = asyncio.run(snapshot())
     assert after == before
-    asyncio.run(_check_store(stack, {}, "crash"))
+    asyncio.run(_check_store(stack, {"persist": {note["doc_id"]}}, "persist"))
