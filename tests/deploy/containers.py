@@ -94,7 +94,7 @@ def _docker_ready(docker: Docker) -> bool:
 @contextlib.contextmanager
 def engine() -> Iterator[Docker]:
     cli = os.environ.get("MVDB_DOCKER") or shutil.which("docker")
-    if cli is None:
+    if cli is None or not os.access(cli, os.X_OK):
         raise Unavailable(f"no docker command: Debian's docker.io is not installed; {INSTALL_HINT}")
     # The classic builder: what Debian's docker.io has without the buildx plugin.
     docker = Docker(cli, {"DOCKER_BUILDKIT": "0", "COMPOSE_DOCKER_CLI_BUILD": "0"})

@@ -270,12 +270,12 @@ def test_each_image_holds_exactly_its_locked_packages(stack: Stack, service: str
             continue
         name, _, version = requirement.strip().partition("==")
         expected[normalize(name)] = version
-    installed = {
-        normalize(name): version
-        for name, version in contents["distributions"].items()
-        if name not in base
-    }
-    assert installed == expected
+    installed = {normalize(n): v for n, v in contents["distributions"].items()}
+    from_base = {normalize(n): v for n, v in base.items()}
+    wrong = {n: (installed.get(n), v) for n, v in expected.items() if installed.get(n) != v}
+    assert not wrong, f"installed vs locked: {wrong}"
+    extra = {n for n, v in installed.items() if n not in expected and from_base.get(n) != v}
+    assert not extra, f"not in the lock for this image: {sorted(extra)}"
     if service == "gateway":
         assert contents["tokenizer_files"] is None
     else:
