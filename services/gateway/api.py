@@ -22,6 +22,7 @@ from libs.contracts import IngestFolderInput, UploadInput
 from libs.errors import InvalidInputError, TooLargeError, invalid_input
 from services.gateway.auth import caller_access, require_write
 from services.gateway.library import Call, Library
+from services.gateway.scopes import require_library
 
 router = APIRouter()
 _MULTIPART_SLACK = 64 * 1024
@@ -81,6 +82,7 @@ async def upload(request: Request) -> JSONResponse:
             req = UploadInput.model_validate(fields)
         except ValidationError as exc:
             raise invalid_input(exc, "upload") from exc
+        require_library(caller_access.get(), req.library, "upload")
         result = await library.ingest_upload(req, _HTTP)
     finally:
         await form.close()
@@ -114,5 +116,6 @@ async def ingest_folder(request: Request) -> JSONResponse:
         req = IngestFolderInput.model_validate(body)
     except ValidationError as exc:
         raise invalid_input(exc, "request") from exc
+    require_library(caller_access.get(), req.library, "ingest_folder")
     result = await _library(request).ingest_folder(req, _HTTP)
     return JSONResponse(result.model_dump())
