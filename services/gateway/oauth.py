@@ -110,6 +110,7 @@ class JwksCache:
         self._clock = clock
         self._keys: dict[str | None, SigningKey] = {}
         self._fetched_at: float | None = None
+        self._failure: str | None = None  # why the last fetch failed, while no key is known
         self._lock = asyncio.Lock()
         self.fetches = 0
 
@@ -122,6 +123,11 @@ class JwksCache:
             if found is None and self._may_fetch():
                 await self._refresh()
                 found = self._lookup(kid)
+        if found is None and not self._keys and self._failure is not None:
+            raise UpstreamError(
+                f"{self._failure}; the gateway tries again at most every "
+                f"{self._min_interval_s:.0f} s"
+            )
         if found is None:
             named = f"key id {kid!r}" if kid else "no key id (kid)"
             raise InvalidToken(
@@ -139,8 +145,19 @@ class JwksCache:
         return self._fetched_at is None or self._clock() - self._fetched_at >= self._min_interval_s
 
     async def _refresh(self) -> None:
+        """Fetch the keys; a failure keeps the keys known so far and is remembered."""
         self._fetched_at = self._clock()
         self.fetches += 1
+        try:
+            self._keys = await self._fetch()
+            self._failure = None
+        except UpstreamError as exc:
+            self._failure = exc.message
+            if not self._keys:
+                raise
+            log.warning("could not refresh the signing keys: %s", exc.message)
+
+    async def _fetch(self) -> dict[str | None, SigningKey]:
         if self.jwks_url is None:
             self.jwks_url = await self._discover_jwks_url()
         document = await self._get_json(self.jwks_url, "JWKS")
@@ -160,7 +177,7 @@ class JwksCache:
                 f"the JWKS at {self.jwks_url} holds no usable signing key; check "
                 "OAUTH_JWKS_URL or the authorization server's keys"
             )
-        self._keys = keys
+        return keys
 
     async def _discover_jwks_url(self) -> str:
         for url in metadata_urls(self.issuer):

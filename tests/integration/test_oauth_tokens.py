@@ -22,7 +22,8 @@ from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from pydantic import ValidationError
 
-from services.gateway.app import create_app
+from libs.errors import InvalidInputError, UpstreamError
+from services.gateway.app import check_exposure, create_app
 from services.gateway.oauth import InvalidToken, JwksCache
 from services.gateway.ports import Ports
 from services.gateway.settings import GatewaySettings
@@ -31,7 +32,7 @@ from services.index.settings import IndexSettings
 from tests.fakes import FakeConverter, FakeEmbedder, fake_ports
 from tests.jwt_issuer import LocalIssuer
 from tests.mcp_client import Tools, sse_tools
-from tests.servers import serve
+from tests.servers import free_port, serve
 
 pytestmark = pytest.mark.integration
 
@@ -309,6 +310,18 @@ async def test_metadata_naming_another_issuer_is_refused(issuer: LocalIssuer) ->
             await cache.key("rsa-1")
 
 
+async def test_an_unreachable_authorization_server_is_a_503_not_a_bad_token() -> None:
+    clock = Clock()
+    closed = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    async with httpx.AsyncClient(timeout=5) as client:
+        cache = JwksCache(closed, None, client, clock=clock)
+        for _ in range(3):
+            with pytest.raises(UpstreamError, match="could not read the metadata") as refused:
+                await cache.key("rsa-1")
+        assert "at most every 60 s" in refused.value.message
+        assert cache.fetches == 1  # not once per request
+
+
 # ------------------------------------------------------------------ settings
 
 
@@ -441,3 +454,15 @@ async def test_an_identity_sees_and_changes_only_its_libraries(
         assert refused["error_code"] == "forbidden" and "its libraries: none" in refused["error"]
     async with mcp_tools(tenant_gateway, admin) as tools:  # nothing was deleted
         assert (await tools.call("get_document", doc_id=docs["secret"]))["library"] == "secret"
+
+
+def test_an_oauth_gateway_may_listen_beyond_loopback() -> None:
+    settings = GatewaySettings(
+        _env_file=None,  # type: ignore[call-arg]
+        oauth_issuer="https://login.example.com",
+        oauth_audience=["https://mcp.example.org/mcp"],
+        ingest_roots=["/srv/ingest"],
+    )
+    check_exposure(settings, "0.0.0.0")  # no error: OAuth authenticates every caller
+    with pytest.raises(InvalidInputError, match="without AUTH_TOKEN"):
+        check_exposure(GatewaySettings(_env_file=None), "0.0.0.0")  # type: ignore[call-arg]
