@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextvars
 import hmac
+import logging
 from collections.abc import Callable
 
 from starlette.requests import Request
@@ -23,6 +24,8 @@ from libs.service_app import error_response
 from services.gateway.oauth import METADATA_PATH, InvalidToken, TokenVerifier, challenge
 from services.gateway.scopes import FULL, READ_ONLY, Grant, require
 from services.gateway.settings import GatewaySettings
+
+log = logging.getLogger(__name__)
 
 Access = Grant
 caller_access: contextvars.ContextVar[Grant] = contextvars.ContextVar("caller_access", default=FULL)
@@ -92,6 +95,8 @@ class BearerAuthMiddleware:
                 )
             grant = await self._grant(token)
         except InvalidToken as exc:
+            # Why, for the operator (a clock skew, a wrong audience setting); never the token.
+            log.info("refused an access token: %s", exc.message)
             await self._refuse(scope, receive, send, exc, invalid=True)
             return
         except MvdbError as exc:

@@ -198,12 +198,14 @@ REDIRECT_URI = f"http://127.0.0.1:{free_port()}/callback"
 
 
 @asynccontextmanager
-async def signed_in(url: str, user: str) -> AsyncIterator[tuple[Tools, MemoryStorage, Browser]]:
+async def signed_in(
+    url: str, user: str, client_name: str = "mcpvectordb e2e assistant"
+) -> AsyncIterator[tuple[Tools, MemoryStorage, Browser]]:
     storage, browser = MemoryStorage(), Browser(user)
     auth = OAuthClientProvider(
         server_url=url + "/mcp",
         client_metadata=OAuthClientMetadata(
-            client_name="mcpvectordb e2e assistant",
+            client_name=client_name,
             redirect_uris=[REDIRECT_URI],  # type: ignore[list-item]
             grant_types=["authorization_code", "refresh_token"],
             response_types=["code"],
@@ -249,6 +251,27 @@ async def test_the_sdk_signs_in_through_discovery_registration_and_pkce(gateway:
     assert claims["iss"] == gateway.issuer and claims["aud"] == gateway.url + "/mcp"
     assert set(claims["scope"].split()) >= {"mcpvectordb:read", "mcpvectordb:write"}
     assert claims["sub"] == "alice" and claims[LIBRARIES_CLAIM] == ["*"]
+
+
+async def test_a_read_only_grant_from_the_provider_cannot_write(gateway: Gateway) -> None:
+    async with signed_in(gateway.url, "carol", "read-only e2e assistant") as (tools, storage, _):
+        assert claims_of(storage)["scope"] == "mcpvectordb:read"
+        assert "libraries" in await tools.call("list_libraries")
+        refused = await tools.call("ingest_content", content="nope", source="e2e-read-only")
+        assert refused["error_code"] == "forbidden"
+        assert "needs the scope 'mcpvectordb:write'" in refused["error"]
+    async with httpx.AsyncClient(base_url=gateway.url) as http:
+        assert storage.tokens is not None
+        upload = await http.post(
+            "/upload",
+            headers={"Authorization": f"Bearer {storage.tokens.access_token}"},
+            files={"file": ("note.txt", b"read-only callers cannot upload")},
+        )
+    assert upload.status_code == 403
+    assert (
+        'error="insufficient_scope", scope="mcpvectordb:write"'
+        in (upload.headers["www-authenticate"])
+    )
 
 
 async def test_the_providers_libraries_claim_confines_an_identity(gateway: Gateway) -> None:

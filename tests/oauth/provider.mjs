@@ -10,7 +10,8 @@
 // (RFC 9068) whose `aud` is the resource the client asked for and whose scope is what the
 // resource allows (`mcpvectordb:read mcpvectordb:write`), and its development login and
 // consent pages (any user name signs in). Accounts named in LIBRARIES get that list in the
-// `mcpvectordb_libraries` claim, everyone else `["*"]`.
+// `mcpvectordb_libraries` claim, everyone else `["*"]`; clients whose registered name says
+// "read-only" get only `mcpvectordb:read`.
 import { generateKeyPairSync } from "node:crypto";
 import Provider from "oidc-provider";
 
@@ -44,8 +45,9 @@ const provider = new Provider(issuer, {
       enabled: true,
       defaultResource: async () => undefined,
       useGrantedResource: async () => true,
-      getResourceServerInfo: async (ctx, resourceIndicator) => ({
-        scope: RESOURCE_SCOPES,
+      // A client registered under a name with "read-only" gets tokens that can only read.
+      getResourceServerInfo: async (ctx, resourceIndicator, client) => ({
+        scope: /read-only/.test(client.clientName ?? "") ? "mcpvectordb:read" : RESOURCE_SCOPES,
         audience: resourceIndicator,
         accessTokenTTL: 600,
         accessTokenFormat: "jwt",
