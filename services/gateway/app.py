@@ -1,9 +1,10 @@
 """Gateway app factory.
 
 One FastAPI app serves the MCP transports (SSE at `/sse` + `/messages/`, streamable HTTP at
-`/mcp`), `POST /upload`, `POST /ingest_folder` and the probes, all over one `Library` built in
-the lifespan. Its downstream ports are either the typed HTTP clients (cluster mode) or the
-service cores in this process (standalone), chosen by the `ports` factory given to
+`/mcp`), `POST /upload`, `POST /ingest_folder`, the OAuth protected-resource metadata and the
+probes, all over one `Library` built in the lifespan (with the OAuth token verifier, when
+`OAUTH_ISSUER` is set). Its downstream ports are either the typed HTTP clients (cluster mode)
+or the service cores in this process (standalone), chosen by the `ports` factory given to
 `create_app`.
 """
 

@@ -8,10 +8,10 @@ validated by the tool's input model (the model that publishes the input schema, 
 checks cannot drift: bounds, unknown arguments refused, no type coercion); the caller's grant
 must hold the tool's scope (`write` for the tools that change the library, `read` for the
 others); the `Library` method of the same name runs, confined to the caller's libraries
-(`services.gateway.identity`); any failure becomes
-the tool error result, `{"status": "error", "error", "error_code"}` as structured content with
-`isError` set, and a success the output model as structured content. Both come with the same
-JSON as text for clients that read only text.
+(`services.gateway.identity`); any failure becomes the tool error result, `{"status": "error",
+"error", "error_code"}` as structured content with `isError` set, and a success the output
+model as structured content. Both come with the same JSON as text for clients that read only
+text.
 
 While a call runs, what the caller should hear about (a retried service, a file of a folder
 that failed) goes to it as `notifications/message` at or above the level it set with
