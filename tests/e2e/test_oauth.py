@@ -194,7 +194,9 @@ class Browser:
         )
 
 
-REDIRECT_URI = f"http://127.0.0.1:{free_port()}/callback"
+# Where the provider sends the browser back; the Browser stops at that redirect, so nothing
+# needs to listen here (a desktop client would run a one-shot server on it).
+REDIRECT_URI = "http://127.0.0.1:33418/callback"
 
 
 @asynccontextmanager
@@ -326,10 +328,12 @@ async def test_a_forged_token_next_to_real_ones_is_refused(gateway: Gateway) -> 
 # ------------------------------------------------------------------- mcp-remote
 
 
-async def test_mcp_remote_bridges_a_stdio_client_with_a_token_header(gateway: Gateway) -> None:
+async def test_mcp_remote_bridges_a_stdio_client_with_a_token_header(
+    gateway: Gateway, tmp_path: Path
+) -> None:
     if not MCP_REMOTE.is_file():
         pytest.skip("mcp-remote is not installed: run `make oauth-harness` (npm ci)")
-    home = Path(os.environ.get("TMPDIR", "/tmp")) / f"mcp-remote-{os.getpid()}"
+    home = tmp_path / "mcp-remote"  # its config and token cache, not the user's ~/.mcp-auth
     params = StdioServerParameters(
         command="node",
         args=[
