@@ -23,6 +23,7 @@ from libs.contracts import IngestFolderInput, JobIdInput, ListJobsInput, UploadI
 from libs.errors import InvalidInputError, TooLargeError, invalid_input
 from services.gateway.auth import caller_access, require_write
 from services.gateway.library import Call, Library
+from services.gateway.scopes import require_library
 
 router = APIRouter()
 Input = TypeVar("Input", bound=BaseModel)
@@ -83,6 +84,7 @@ async def upload(request: Request) -> JSONResponse:
             req = UploadInput.model_validate(fields)
         except ValidationError as exc:
             raise invalid_input(exc, "upload") from exc
+        require_library(caller_access.get(), req.library, "upload")
         result = await library.ingest_upload(req, _HTTP)
     finally:
         await form.close()
@@ -115,6 +117,7 @@ async def ingest_folder(request: Request) -> JSONResponse:
     if not isinstance(body, dict):
         raise InvalidInputError("the body must be a JSON object with at least 'folder'")
     req = _validated(IngestFolderInput, body)
+    require_library(caller_access.get(), req.library, "ingest_folder")
     result = await _library(request).ingest_folder(req, _HTTP)
     return JSONResponse(result.model_dump())
 
