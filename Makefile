@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed-stamp
 UV_VERSION := 0.13.9
 
 .DEFAULT_GOAL := help
-.PHONY: help install lock fmt lint typecheck test test-unit test-integration test-e2e up down status logs bench bench-quality bench-perf bench-load clean
+.PHONY: help install lock ts-client fmt lint typecheck test test-unit test-integration test-e2e up down status logs bench bench-quality bench-perf bench-load clean
 
 help: ## List the targets
 	@grep -hE '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -44,7 +44,18 @@ lint: install ## Lint (ruff format --check + ruff check)
 typecheck: install ## mypy --strict on libs/ and services/
 	$(VENV)/bin/mypy
 
-test: install deploy-tools ## Lint, typecheck and run every test tier (unit, integration, e2e, deploy, containers)
+TS_CLIENT := tests/ts/node_modules/.installed-stamp
+
+$(TS_CLIENT): tests/ts/package.json tests/ts/package-lock.json
+	@if command -v npm >/dev/null; then \
+		npm ci --prefix tests/ts --no-audit --no-fund --loglevel=error && touch $@; \
+	else \
+		echo "ts-client: npm is not installed; the TypeScript client tests will skip" >&2; \
+	fi
+
+ts-client: $(TS_CLIENT) ## Install the TypeScript MCP SDK the second-client tests use (npm ci)
+
+test: install deploy-tools ts-client ## Lint, typecheck and run every test tier (unit, integration, e2e, deploy, containers)
 	$(MAKE) --no-print-directory lint
 	$(MAKE) --no-print-directory typecheck
 	$(VENV)/bin/python -m pytest -q -rs -p no:cacheprovider --ignore=tests/deploy/test_containers.py

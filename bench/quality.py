@@ -50,15 +50,14 @@ def as_markdown(title: str, text: str) -> str:
 
 
 async def evaluate(ds: Dataset, concurrency: int) -> dict[str, Any]:
-    from libs.contracts import IndexSearchRequest
-    from libs.vectors import encode
+    from libs.contracts import IngestContentInput, SearchInput
     from services.entrypoints.inprocess import inprocess_ports
-    from services.gateway.pipeline import Pipeline
+    from services.gateway.library import Library
     from services.gateway.settings import GatewaySettings
 
     settings = GatewaySettings(transport="bench")
     async with inprocess_ports(settings) as ports:
-        pipeline = Pipeline(settings, ports.converter, ports.embedder, ports.index)
+        library = Library(settings, ports)
         gate = asyncio.Semaphore(concurrency)
         chunks = 0
         done = 0
@@ -66,8 +65,9 @@ async def evaluate(ds: Dataset, concurrency: int) -> dict[str, Any]:
         async def ingest(doc_id: str, title: str, text: str) -> None:
             nonlocal chunks, done
             async with gate:
-                result = await pipeline.ingest_content(
-                    as_markdown(title, text) or doc_id, doc_id, LIBRARY, None
+                content = as_markdown(title, text) or doc_id
+                result = await library.ingest_content(
+                    IngestContentInput(content=content, source=doc_id, library=LIBRARY)
                 )
             chunks += result.chunk_count
             done += 1
@@ -83,14 +83,10 @@ async def evaluate(ds: Dataset, concurrency: int) -> dict[str, Any]:
         }
         latency: dict[str, list[float]] = {m: [] for m in MODES}
         for qid, text in ds.queries.items():
-            vector = encode(await ports.embedder.embed([text], "query"))
+            question = SearchInput(query=text, top_k=100, library=LIBRARY)
             for mode in MODES:
                 t0 = time.perf_counter()
-                found = await ports.index.search(
-                    IndexSearchRequest(
-                        query=text, vector_b64=vector, top_k=100, library=LIBRARY, mode=mode
-                    )
-                )
+                found = await library.search(question, mode=mode)
                 latency[mode].append(time.perf_counter() - t0)
                 ranked: list[str] = []
                 for hit in found.results:

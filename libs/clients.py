@@ -3,6 +3,7 @@ benchmarks). They implement the ports in `libs.ports`."""
 
 from __future__ import annotations
 
+from typing import Any
 from urllib.parse import quote
 
 from libs.contracts import (
@@ -15,6 +16,9 @@ from libs.contracts import (
     GetDocumentResult,
     IndexInfo,
     IndexSearchRequest,
+    JobRecord,
+    JobRecords,
+    JobsDeleted,
     ListDocumentsResult,
     ListLibrariesResult,
     LookupResponse,
@@ -46,14 +50,23 @@ class ConverterClient(ServiceClient):
 
 
 class EmbedderClient(ServiceClient):
+    """Each embed call may take the client's timeout plus `per_text_s` for every text in it:
+    a batch of 64 long chunks is not held to the time a single query gets."""
+
     target = "embedder"
+
+    def __init__(self, base_url: str, *, per_text_s: float = 0.0, **options: Any) -> None:
+        super().__init__(base_url, **options)
+        self.per_text_s = per_text_s
 
     async def info(self) -> ModelInfo:
         return ModelInfo.model_validate(await self.request("GET", "/info"))
 
     async def embed(self, texts: list[str], kind: EmbedKind) -> Matrix:
         body = EmbedRequest(texts=texts, kind=kind).model_dump()
-        response = EmbedResponse.model_validate(await self.request("POST", "/embed", json=body))
+        timeout = self.timeout_s + self.per_text_s * len(texts)
+        payload = await self.request("POST", "/embed", json=body, timeout_s=timeout)
+        response = EmbedResponse.model_validate(payload)
         return decode(response.vectors_b64, response.dim, response.count)
 
 
@@ -102,3 +115,22 @@ class IndexClient(ServiceClient):
 
     async def info(self) -> IndexInfo:
         return IndexInfo.model_validate(await self.request("GET", "/info"))
+
+    async def save_job(self, record: JobRecord) -> None:
+        job_id = quote(record.job.job_id, safe="")
+        await self.request("PUT", f"/jobs/{job_id}", json=record.model_dump(mode="json"))
+
+    async def get_job(self, job_id: str) -> JobRecord:
+        payload = await self.request("GET", f"/jobs/{quote(job_id, safe='')}")
+        return JobRecord.model_validate(payload)
+
+    async def list_jobs(self, status: str | None, limit: int) -> list[JobRecord]:
+        params: dict[str, str | int] = {"limit": limit}
+        if status is not None:
+            params["status"] = status
+        payload = await self.request("GET", "/jobs", params=params)
+        return JobRecords.model_validate(payload).records
+
+    async def delete_jobs(self, finished_before: str) -> int:
+        payload = await self.request("DELETE", "/jobs", params={"finished_before": finished_before})
+        return JobsDeleted.model_validate(payload).deleted

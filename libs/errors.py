@@ -2,6 +2,10 @@
 
     MvdbError                      500 internal_error
     ├── InvalidInputError          400 invalid_input
+    ├── UnauthorizedError          401 unauthorized
+    ├── ForbiddenError             403 forbidden
+    ├── InvalidOriginError         403 invalid_origin
+    ├── InvalidHostError           421 invalid_host
     ├── PathNotAllowedError        403 path_not_allowed
     ├── FileAccessError            400 file_not_readable
     ├── NotFoundError              404 not_found
@@ -15,8 +19,10 @@
     ├── StoreError                 500 store_error
     └── UpstreamError              503 service_unavailable
 
-Each class carries a stable `error_code` and an HTTP status. Services send errors as the MCP
-error shape (`status`, `error`, `error_code`) with that status; `from_payload` turns such a
+Each class carries a stable `error_code` and an HTTP status. `to_payload` is the one place the
+MCP error shape (`status`, `error`, `error_code`) is built: services send it with that status,
+tools return it as their error result, and `from_exception` turns anything else (a pydantic
+`ValidationError`, an unexpected crash) into one of these classes first; `from_payload` turns such a
 body back into the same exception class on the calling side, so an error keeps its meaning
 across hops. Messages say what went wrong and what to do next. A 5xx is retried by the
 callers' retry policy unless its class says `retryable = False`: a conversion that ran out of
@@ -26,6 +32,8 @@ time would only run out of time again (`is_retryable`).
 from __future__ import annotations
 
 from typing import Any, ClassVar
+
+from pydantic import ValidationError
 
 
 class MvdbError(Exception):
@@ -38,12 +46,33 @@ class MvdbError(Exception):
         self.message = message
 
     def to_payload(self) -> dict[str, Any]:
+        """The error shape every caller sees, over HTTP and MCP alike."""
         return {"status": "error", "error": self.message, "error_code": self.error_code}
 
 
 class InvalidInputError(MvdbError):
     error_code = "invalid_input"
     http_status = 400
+
+
+class UnauthorizedError(MvdbError):
+    error_code = "unauthorized"
+    http_status = 401
+
+
+class ForbiddenError(MvdbError):
+    error_code = "forbidden"
+    http_status = 403
+
+
+class InvalidOriginError(MvdbError):
+    error_code = "invalid_origin"
+    http_status = 403
+
+
+class InvalidHostError(MvdbError):
+    error_code = "invalid_host"
+    http_status = 421
 
 
 class PathNotAllowedError(MvdbError):
@@ -112,6 +141,10 @@ _BY_CODE: dict[str, type[MvdbError]] = {
     for cls in (
         MvdbError,
         InvalidInputError,
+        UnauthorizedError,
+        ForbiddenError,
+        InvalidOriginError,
+        InvalidHostError,
         PathNotAllowedError,
         FileAccessError,
         NotFoundError,
@@ -126,6 +159,37 @@ _BY_CODE: dict[str, type[MvdbError]] = {
         UpstreamError,
     )
 }
+
+
+def describe_validation(exc: Exception) -> str:
+    """A validation failure (pydantic's, or FastAPI's for a request) in words: each bad field
+    by its name and what is wrong (at most five), without echoing the rejected values."""
+    errors: list[Any] = list(getattr(exc, "errors", lambda: [])())
+    parts = []
+    for err in errors[:5]:
+        loc = list(err.get("loc", ()))
+        if len(loc) > 1 and loc[0] in ("body", "query", "path", "header"):
+            loc = loc[1:]  # FastAPI says where in the request; the field is what matters
+        where = ".".join(str(p) for p in loc)
+        msg = str(err.get("msg", "invalid")).removeprefix("Value error, ")
+        parts.append(f"{where or 'input'}: {msg}")
+    return "; ".join(parts) or str(exc)
+
+
+def invalid_input(exc: Exception, what: str) -> InvalidInputError:
+    """A validation failure as the caller's mistake; `what` names the input (arguments...)."""
+    return InvalidInputError(f"invalid {what}: {describe_validation(exc)}")
+
+
+def from_exception(exc: BaseException, *, what: str = "arguments") -> MvdbError:
+    """Any exception as one of this tree's classes: itself, an `InvalidInputError` for a
+    pydantic validation failure, or an internal error naming the exception (the log keeps
+    the traceback)."""
+    if isinstance(exc, MvdbError):
+        return exc
+    if isinstance(exc, ValidationError):
+        return invalid_input(exc, what)
+    return MvdbError(f"unexpected error: {type(exc).__name__}: {exc}")
 
 
 def from_payload(payload: Any, *, fallback: str) -> MvdbError:

@@ -1,13 +1,18 @@
-"""File formats: what the spec lists as supported, and what this build can convert.
+"""File formats: the one table of what this build ingests, and of what it knows but cannot
+convert, with why and what to do instead.
 
-Images need an OCR engine and audio a speech-to-text engine, neither of which ships here;
-legacy .doc/.ppt have no markitdown converter. The converter rejects those with a message
-naming what is missing; folder scans skip them (reported as ignored) instead of failing.
+`CONVERTIBLE_EXTENSIONS` is what converts here; `server_info`, `/upload`, `ingest_file` and
+`ingest_folder` all answer from it, and the converter routes exactly these (a test checks).
+The tool spec also lists images, audio and the legacy Office formats: this build has no OCR
+engine, no speech-to-text and no converter for .doc/.ppt, so those are refused with the
+reason from `UNAVAILABLE` (and skipped, reported as ignored, by folder scans).
 """
 
 from __future__ import annotations
 
 from pathlib import PurePath
+
+from libs.errors import UnsupportedFormatError
 
 SPEC_EXTENSIONS = (
     ".pdf", ".docx", ".doc", ".pptx", ".ppt", ".xlsx", ".xls", ".html", ".htm", ".txt",
@@ -15,20 +20,56 @@ SPEC_EXTENSIONS = (
     ".mp3", ".wav", ".ogg", ".m4a", ".zip",
 )  # fmt: skip
 EXTRA_EXTENSIONS = (".epub", ".ipynb")
-IMAGE_EXTENSIONS = frozenset({".jpg", ".jpeg", ".png", ".gif", ".bmp", ".webp"})
-AUDIO_EXTENSIONS = frozenset({".mp3", ".wav", ".ogg", ".m4a"})
-LEGACY_OFFICE = frozenset({".doc", ".ppt"})
-SUPPORTED_EXTENSIONS = frozenset(SPEC_EXTENSIONS + EXTRA_EXTENSIONS)
-CONVERTIBLE_EXTENSIONS = SUPPORTED_EXTENSIONS - IMAGE_EXTENSIONS - AUDIO_EXTENSIONS - LEGACY_OFFICE
+
+_OCR = (
+    "reading text from images needs OCR, and no OCR engine is installed in the converter; "
+    "run the image through an OCR tool and index the text with ingest_content"
+)
+_SPEECH = (
+    "transcribing audio needs a speech-to-text engine, and none is installed in the "
+    "converter; transcribe it elsewhere and index the transcript with ingest_content"
+)
+UNAVAILABLE: dict[str, str] = {
+    **{
+        ext: f"it is an image: {_OCR}" for ext in (".jpg", ".jpeg", ".png", ".gif", ".bmp", ".webp")
+    },
+    **{ext: f"it is audio: {_SPEECH}" for ext in (".mp3", ".wav", ".ogg", ".m4a")},
+    ".doc": (
+        "legacy Word 97-2003 .doc files have no converter (markitdown reads only .docx); "
+        "open it in Word or LibreOffice, save it as .docx and ingest that"
+    ),
+    ".ppt": (
+        "legacy PowerPoint 97-2003 .ppt files have no converter (markitdown reads only "
+        ".pptx); open it in PowerPoint or LibreOffice, save it as .pptx and ingest that"
+    ),
+}
+KNOWN_EXTENSIONS = frozenset(SPEC_EXTENSIONS + EXTRA_EXTENSIONS)
+CONVERTIBLE_EXTENSIONS = KNOWN_EXTENSIONS - frozenset(UNAVAILABLE)
 
 
 def extension_of(filename: str) -> str:
     return PurePath(filename).suffix.lower()
 
 
-def is_supported(filename: str) -> bool:
-    return extension_of(filename) in SUPPORTED_EXTENSIONS
+def is_known(filename: str) -> bool:
+    """A format the spec lists: convertible here, or refused with a reason."""
+    return extension_of(filename) in KNOWN_EXTENSIONS
 
 
 def is_convertible(filename: str) -> bool:
     return extension_of(filename) in CONVERTIBLE_EXTENSIONS
+
+
+def check_convertible(name: str) -> None:
+    """Refuse a file this build cannot convert, saying why and what to do instead."""
+    ext = extension_of(name)
+    if ext in CONVERTIBLE_EXTENSIONS:
+        return
+    if ext in UNAVAILABLE:
+        raise UnsupportedFormatError(f"cannot convert '{name}': {UNAVAILABLE[ext]}")
+    what = f"'{ext}' files" if ext else "files without an extension"
+    raise UnsupportedFormatError(
+        f"cannot convert '{name}': {what} are not supported. Supported extensions: "
+        f"{', '.join(sorted(CONVERTIBLE_EXTENSIONS))}. For other text, index it with "
+        "ingest_content."
+    )

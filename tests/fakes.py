@@ -9,11 +9,13 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import uuid
-from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
 from datetime import UTC, datetime
+from typing import Any
 
 import numpy as np
+import pytest
 
 from libs.contracts import (
     Chunk,
@@ -26,6 +28,7 @@ from libs.contracts import (
     GetDocumentResult,
     IndexInfo,
     IndexSearchRequest,
+    JobRecord,
     LibraryInfo,
     ListDocumentsResult,
     ListLibrariesResult,
@@ -36,10 +39,10 @@ from libs.contracts import (
     UpsertRequest,
     UpsertResponse,
 )
-from libs.errors import ConversionError, NotFoundError, UnsupportedFormatError
+from libs.errors import ConversionError, NoTextError, NotFoundError, UnsupportedFormatError
 from libs.formats import is_convertible
 from libs.vectors import Matrix, decode
-from services.gateway.app import Ports
+from services.gateway.ports import Ports
 from services.gateway.settings import GatewaySettings
 
 
@@ -65,7 +68,11 @@ class FakeConverter:
     @staticmethod
     def _split(text: str, title: str, file_type: str) -> ConvertResult:
         parts = [p for p in text.split("\n\n") if p.strip()]
-        chunks = [Chunk(chunk_index=i, text=p) for i, p in enumerate(parts)]
+        if not parts:  # like the real converter: no result without text to index
+            raise NoTextError("the fake converter found no text")
+        chunks = [
+            Chunk(chunk_index=i, text=p, token_count=len(p.split())) for i, p in enumerate(parts)
+        ]
         return ConvertResult(markdown=text, title=title, file_type=file_type, chunks=chunks)
 
     async def ready(self) -> tuple[bool, str]:
@@ -77,11 +84,14 @@ class FakeEmbedder:
 
     def __init__(self) -> None:
         self.texts = 0
+        self.delay_s = 0.0  # document embeddings take this long (a slow or busy embedder)
 
     async def info(self) -> ModelInfo:
         return ModelInfo(name="fake-model", dim=self.dim, max_tokens=256)
 
     async def embed(self, texts: list[str], kind: EmbedKind) -> Matrix:
+        if kind == "document" and self.delay_s:
+            await asyncio.sleep(self.delay_s)
         self.texts += len(texts)
         rows = []
         for text in texts:
@@ -100,6 +110,30 @@ class FakeIndex:
     def __init__(self) -> None:
         self.docs: dict[str, tuple[DocumentInfo, str, list[Chunk]]] = {}
         self.write_delay = 0.0
+        self.jobs: dict[str, JobRecord] = {}
+
+    async def save_job(self, record: JobRecord) -> None:
+        self.jobs[record.job.job_id] = record.model_copy(deep=True)
+
+    async def get_job(self, job_id: str) -> JobRecord:
+        if job_id not in self.jobs:
+            raise NotFoundError(f"no job with job_id {job_id!r}")
+        return self.jobs[job_id].model_copy(deep=True)
+
+    async def list_jobs(self, status: str | None, limit: int) -> list[JobRecord]:
+        records = [r for r in self.jobs.values() if status is None or r.job.status == status]
+        records.sort(key=lambda r: (r.job.created_at, r.job.job_id), reverse=True)
+        return [r.model_copy(deep=True) for r in records[:limit]]
+
+    async def delete_jobs(self, finished_before: str) -> int:
+        old = [
+            job_id
+            for job_id, r in self.jobs.items()
+            if r.job.finished_at is not None and r.job.finished_at < finished_before
+        ]
+        for job_id in old:
+            del self.jobs[job_id]
+        return len(old)
 
     async def lookup(self, library: str, source: str) -> LookupResponse:
         for info, _, _ in self.docs.values():
@@ -220,11 +254,34 @@ class FakeIndex:
         return True, "fake"
 
 
-def fake_ports() -> Callable[[GatewaySettings], AbstractAsyncContextManager[Ports]]:
-    """A gateway `ports` factory that gives each app fresh fakes."""
+def fake_ports(
+    embedder: FakeEmbedder | None = None,
+) -> Callable[[GatewaySettings], AbstractAsyncContextManager[Ports]]:
+    """A gateway `ports` factory that gives each app fresh fakes (the embedder given, if any,
+    so a test can slow it down)."""
 
     @asynccontextmanager
     async def factory(settings: GatewaySettings) -> AsyncIterator[Ports]:
-        yield Ports(FakeConverter(), FakeEmbedder(), FakeIndex())
+        yield Ports(FakeConverter(), embedder or FakeEmbedder(), FakeIndex())
 
     return factory
+
+
+@contextmanager
+def fake_gateway(
+    tmp_path_factory: pytest.TempPathFactory,
+    embedder: FakeEmbedder | None = None,
+    **settings: Any,
+) -> Iterator[str]:
+    """The real gateway app on a real loopback socket, over the fakes above; its URL. Settings
+    not given are the defaults, read from no environment file."""
+    gateway_settings = GatewaySettings(
+        _env_file=None,  # type: ignore[call-arg]
+        var_dir=tmp_path_factory.mktemp("var"),
+        **settings,
+    )
+    from services.gateway.app import create_app  # the app, not only its ports
+    from tests.servers import serve
+
+    with serve(create_app(gateway_settings, fake_ports(embedder))) as url:
+        yield url

@@ -2,7 +2,6 @@
 
 - `POST /convert?filename=NAME`, the raw file as the body -> `ConvertResult`
 - `POST /chunk`, a `ChunkRequest` JSON body -> `ConvertResult`
-- `GET /readyz` -> `ReadyStatus` (503 until a worker process is ready)
 
 Bodies are read with a running size check, so an oversized upload is refused (413) without
 being held in memory whole. Errors are raised as `libs.errors` exceptions and shaped by the
@@ -13,12 +12,11 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Query, Request, Response
+from fastapi import APIRouter, Depends, Query, Request
 from pydantic import ValidationError
 
-from libs.contracts import ChunkRequest, ConvertResult, ReadyStatus
-from libs.errors import InvalidInputError
-from libs.service_app import describe_validation
+from libs.contracts import ChunkRequest, ConvertResult
+from libs.errors import invalid_input
 from services.converter.core import Converter, too_large
 
 router = APIRouter()
@@ -74,13 +72,5 @@ async def chunk(request: Request, converter: ConverterDep) -> ConvertResult:
     try:
         payload = ChunkRequest.model_validate_json(body)
     except ValidationError as exc:
-        raise InvalidInputError(f"invalid request: {describe_validation(exc)}") from exc
+        raise invalid_input(exc, "request") from exc
     return await converter.chunk(payload)
-
-
-@router.get("/readyz", response_model=ReadyStatus)
-async def readyz(converter: ConverterDep, response: Response) -> ReadyStatus:
-    ok, detail = await converter.ready()
-    if not ok:
-        response.status_code = 503
-    return ReadyStatus(status="ready" if ok else "not_ready", checks={"workers": detail})

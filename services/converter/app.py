@@ -23,6 +23,7 @@ def create_app(settings: ConverterSettings | None = None) -> FastAPI:
         converter = Converter(settings)
         await converter.start()
         app.state.converter = converter
+        app.state.ready_checks = {"workers": converter.ready}
         try:
             yield
         finally:

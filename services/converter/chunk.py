@@ -29,7 +29,7 @@ from enum import IntEnum
 from tokenizers import Encoding, Tokenizer
 
 from libs.contracts import Chunk
-from libs.modelfiles import bundled_tokenizer_json
+from libs.modelfiles import bundled_tokenizer
 
 _ATX = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.+?)(?:[ \t]+#+)?[ \t]*$")
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
@@ -180,8 +180,7 @@ class Chunker:
 
     @classmethod
     def bundled(cls, max_tokens: int, overlap_tokens: int) -> Chunker:
-        tokenizer = Tokenizer.from_file(str(bundled_tokenizer_json()))
-        return cls(tokenizer, max_tokens, overlap_tokens)
+        return cls(bundled_tokenizer(), max_tokens, overlap_tokens)
 
     def count_tokens(self, text: str) -> int:
         """Tokens the model sees for `text`, special tokens included."""

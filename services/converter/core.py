@@ -11,29 +11,16 @@ from __future__ import annotations
 import logging
 import time
 
-from prometheus_client import Counter, Histogram
-
 from libs.contracts import ChunkRequest, ConvertResult
 from libs.errors import MvdbError, TooLargeError
 from libs.lifecycle import AsyncLifecycle
 from services.converter.archive import ArchiveLimits
 from services.converter.formats import ROUTES, base_name, extension_of, route_for
+from services.converter.metrics import CONVERSIONS, JOB_SECONDS
 from services.converter.settings import ConverterSettings
 from services.converter.worker import ChunkJob, ConvertJob, WorkerOptions, WorkerPool
 
 log = logging.getLogger(__name__)
-
-CONVERSIONS = Counter(
-    "mvdb_converter_jobs_total",
-    "Conversion and chunking jobs, by file type and outcome (error code or ok)",
-    ["file_type", "outcome"],
-)
-JOB_SECONDS = Histogram(
-    "mvdb_converter_job_seconds",
-    "Time to convert or chunk one input, worker time included",
-    ["operation"],
-    buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300),
-)
 
 
 def too_large(limit: int) -> TooLargeError:

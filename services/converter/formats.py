@@ -12,6 +12,7 @@ from __future__ import annotations
 from enum import Enum
 
 from libs.errors import InvalidInputError, UnsupportedFormatError
+from libs.formats import check_convertible
 
 
 class Route(Enum):
@@ -41,31 +42,6 @@ ROUTES: dict[str, Route] = {
     ".zip": Route.ARCHIVE,
 }
 
-SUPPORTED_EXTENSIONS: tuple[str, ...] = tuple(sorted(ROUTES))
-
-_OCR = (
-    "reading text from images needs OCR, and no OCR engine is installed in the converter; "
-    "run the image through an OCR tool and index the text with ingest_content"
-)
-_SPEECH = (
-    "transcribing audio needs a speech-to-text engine, and none is installed in the "
-    "converter; transcribe it elsewhere and index the transcript with ingest_content"
-)
-UNAVAILABLE: dict[str, str] = {
-    **{
-        ext: f"it is an image: {_OCR}" for ext in (".jpg", ".jpeg", ".png", ".gif", ".bmp", ".webp")
-    },
-    **{ext: f"it is audio: {_SPEECH}" for ext in (".mp3", ".wav", ".ogg", ".m4a")},
-    ".doc": (
-        "legacy Word 97-2003 .doc files have no converter (markitdown reads only .docx); "
-        "open it in Word or LibreOffice, save it as .docx and ingest that"
-    ),
-    ".ppt": (
-        "legacy PowerPoint 97-2003 .ppt files have no converter (markitdown reads only "
-        ".pptx); open it in PowerPoint or LibreOffice, save it as .pptx and ingest that"
-    ),
-}
-
 
 def base_name(filename: str) -> str:
     """The last path component, for Windows and POSIX paths alike."""
@@ -85,12 +61,7 @@ def route_for(filename: str) -> Route:
         raise InvalidInputError("a file name is required to pick the converter (e.g. report.pdf)")
     ext = extension_of(name)
     route = ROUTES.get(ext)
-    if route is not None:
-        return route
-    if ext in UNAVAILABLE:
-        raise UnsupportedFormatError(f"cannot convert '{name}': {UNAVAILABLE[ext]}")
-    what = f"'{ext}' files" if ext else "files without an extension"
-    raise UnsupportedFormatError(
-        f"cannot convert '{name}': {what} are not supported. Supported extensions: "
-        f"{', '.join(SUPPORTED_EXTENSIONS)}. For other text, index it with ingest_content."
-    )
+    if route is None:
+        check_convertible(name)  # raises, with the reason (no OCR, no speech-to-text...)
+        raise UnsupportedFormatError(f"cannot convert '{name}': no route for '{ext}' files")
+    return route

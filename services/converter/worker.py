@@ -30,20 +30,13 @@ from multiprocessing.connection import Connection
 from multiprocessing.context import SpawnContext, SpawnProcess
 from typing import Any, Literal, TypeVar
 
-from prometheus_client import Counter
-
 from libs.contracts import ChunkRequest, ConvertResult
 from libs.errors import ConversionError, ConversionTimeoutError, MvdbError, NoTextError
 from services.converter.archive import ArchiveLimits
 from services.converter.errors import WorkerCrashedError, WorkersUnavailableError
+from services.converter.metrics import WORKER_RESTARTS
 
 log = logging.getLogger(__name__)
-
-WORKER_RESTARTS = Counter(
-    "mvdb_converter_worker_restarts_total",
-    "Converter worker processes replaced, by reason",
-    ["reason"],
-)
 
 T = TypeVar("T")
 Outcome = tuple[Literal["ok", "error", "timeout", "crashed", "cancelled"], Any]

@@ -20,6 +20,7 @@ def create_app(settings: EmbedderSettings | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         app.state.core = EmbedderCore(settings)
+        app.state.ready_checks = {"model": app.state.core.ready}
         try:
             yield
         finally:

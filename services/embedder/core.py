@@ -19,10 +19,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from libs.contracts import EmbedKind, ModelInfo
-from libs.errors import InvalidInputError, UpstreamError
+from libs.errors import InvalidInputError
 from libs.lifecycle import AsyncLifecycle
 from libs.vectors import Matrix
 from services.embedder.embed import Embedder
+from services.embedder.errors import EmbeddingFailed, TooManyTexts
 from services.embedder.metrics import EMBED_BATCH, EMBED_SECONDS, EMBED_TEXTS
 from services.embedder.settings import EmbedderSettings
 
@@ -64,9 +65,7 @@ class EmbedderCore(AsyncLifecycle):
 
     async def embed(self, texts: list[str], kind: EmbedKind) -> Matrix:
         if len(texts) > self.settings.embed_max_texts:
-            raise InvalidInputError(
-                f"{len(texts)} texts in one request; send at most {self.settings.embed_max_texts}"
-            )
+            raise TooManyTexts(len(texts), self.settings.embed_max_texts)
         dim = self._model.spec.dim
         if not texts:
             return np.zeros((0, dim), dtype=np.float32)
@@ -118,11 +117,7 @@ class EmbedderCore(AsyncLifecycle):
         try:
             vectors = await asyncio.to_thread(self._model.embed, texts, kind)
         except Exception as exc:
-            error = (
-                exc
-                if isinstance(exc, InvalidInputError)
-                else UpstreamError(f"the embedding model failed: {type(exc).__name__}: {exc}")
-            )
+            error = exc if isinstance(exc, InvalidInputError) else EmbeddingFailed(exc)
             for piece in pieces:
                 if not piece.job.done.done():
                     piece.job.done.set_exception(error)

@@ -218,7 +218,7 @@ def local_env(var_dir: Path, **extra: str) -> dict[str, str]:
 def running(env: dict[str, str], wait_s: float = 240) -> Iterator[LocalCluster]:
     """Start the four services with `env` (see `local_env`), yield, then stop them."""
     var_dir = Path(env["VAR_DIR"])
-    repo = Path(__file__).resolve().parents[1]
+    repo = Path(__file__).resolve().parents[2]
     command = [sys.executable, "-m", "services.entrypoints.cluster"]
     try:
         started = subprocess.run(

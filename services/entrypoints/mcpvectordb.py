@@ -22,15 +22,21 @@ from services.gateway.settings import GatewaySettings
 
 
 async def _run_stdio(settings: GatewaySettings) -> None:
-    from services.entrypoints.inprocess import inprocess_ports
-    from services.gateway.pipeline import Pipeline
-    from services.gateway.tools import ToolService, build_mcp_server, model_cache_dir
+    from mcp.server.stdio import stdio_server
 
-    service = ToolService(transport="stdio", model_cache=model_cache_dir(settings.var_dir))
-    server = build_mcp_server(service)
+    from services.entrypoints.inprocess import inprocess_ports
+    from services.gateway.library import Library
+    from services.gateway.tools import LibraryServer
+
     async with inprocess_ports(settings) as ports:
-        service.bind(Pipeline(settings, ports.converter, ports.embedder, ports.index, None))
-        await server.run_stdio_async()
+        library = Library(settings, ports, transport="stdio")
+        server = LibraryServer(lambda: library).server
+        await library.start()
+        try:
+            async with stdio_server() as (read, write):
+                await server.run(read, write, server.create_initialization_options())
+        finally:
+            await library.aclose()
 
 
 def main(argv: list[str] | None = None) -> int:

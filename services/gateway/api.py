@@ -1,83 +1,49 @@
-"""Gateway HTTP routes besides MCP: `POST /upload`, `POST /ingest_folder`, `GET /readyz`."""
+"""Gateway HTTP routes besides MCP: `POST /upload`, `POST /ingest_folder` and the background
+jobs (`GET /jobs`, `GET /jobs/{job_id}`, `POST /jobs/{job_id}/cancel`), thin adapters over the
+`Library` (`GET /readyz` is the common one, fed by `Library.ready_checks`).
+
+Errors are raised as `libs.errors` exceptions; the handler `install_common` registers turns
+them into the MCP error shape with the class's status: 400 for a bad form, body or metadata,
+401/403 for the token, 413 too large, 422 for content that cannot be converted, 5xx only for
+the server's own faults.
+"""
 
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, TypeVar
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 from starlette.datastructures import UploadFile
 from starlette.types import Message
 
-from libs.contracts import DEFAULT_LIBRARY, IngestFolderInput, ReadyStatus
-from libs.errors import (
-    InvalidInputError,
-    MvdbError,
-    TooLargeError,
-    UnsupportedFormatError,
-)
-from libs.service_app import describe_validation
-from services.gateway.auth import caller_access
-from services.gateway.pipeline import Pipeline, check_upload_name
+from libs.contracts import IngestFolderInput, JobIdInput, ListJobsInput, UploadInput
+from libs.errors import InvalidInputError, TooLargeError, invalid_input
+from services.gateway.auth import caller_access, require_write
+from services.gateway.library import Call, Library
 
 router = APIRouter()
+Input = TypeVar("Input", bound=BaseModel)
 _MULTIPART_SLACK = 64 * 1024
+_HTTP = Call("http")
 
 
-def _pipeline(request: Request) -> Pipeline:
-    pipeline: Pipeline = request.app.state.pipeline
-    return pipeline
-
-
-def _error(exc: MvdbError, status: int | None = None) -> JSONResponse:
-    return JSONResponse(exc.to_payload(), status_code=status or exc.http_status)
-
-
-def _forbidden_if_read_only(tool: str) -> JSONResponse | None:
-    if caller_access.get() != "full":
-        return JSONResponse(
-            {
-                "status": "error",
-                "error": f"this token is read-only; {tool} needs a full-access token",
-                "error_code": "forbidden",
-            },
-            status_code=403,
-        )
-    return None
-
-
-@router.get("/readyz")
-async def readyz(request: Request) -> JSONResponse:
-    pipeline = _pipeline(request)
-    checks: dict[str, str] = {}
-    ok = True
-    for name, port in (
-        ("converter", pipeline.converter),
-        ("embedder", pipeline.embedder),
-        ("index", pipeline.index),
-    ):
-        ready, detail = await port.ready()
-        checks[name] = detail
-        ok = ok and ready
-    body = ReadyStatus(status="ready" if ok else "not_ready", checks=checks)
-    return JSONResponse(body.model_dump(), status_code=200 if ok else 503)
+def _library(request: Request) -> Library:
+    library: Library = request.app.state.library
+    return library
 
 
 @router.post("/upload")
 async def upload(request: Request) -> JSONResponse:
-    """Multipart upload: `file`, optional `library` and `metadata` (a JSON object string).
-    400 bad form or metadata, 413 too large, 422 unsupported type, 500 pipeline error."""
-    if (refused := _forbidden_if_read_only("upload")) is not None:
-        return refused
-    pipeline = _pipeline(request)
-    limit = pipeline.settings.max_upload_bytes
+    """Multipart upload: `file`, optional `library` and `metadata` (a JSON object string)."""
+    require_write(caller_access.get(), "upload")
+    library = _library(request)
+    limit = library.settings.max_upload_bytes
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > limit + _MULTIPART_SLACK:
-        return _error(
-            TooLargeError(f"upload of {declared} bytes is over the {limit}-byte limit"), 413
-        )
+        raise TooLargeError(f"upload of {declared} bytes is over the {limit}-byte limit")
 
     received = 0
 
@@ -91,29 +57,33 @@ async def upload(request: Request) -> JSONResponse:
 
     try:
         form = await Request(request.scope, limited_receive).form(max_files=1, max_fields=16)
-    except TooLargeError as exc:
-        return _error(exc, 413)
+    except TooLargeError:
+        raise
     except Exception as exc:
-        return _error(InvalidInputError(f"could not parse the multipart form: {exc}"), 400)
+        raise InvalidInputError(f"could not parse the multipart form: {exc}") from exc
     try:
-        upload = form.get("file")
-        if not isinstance(upload, UploadFile):
+        file = form.get("file")
+        if not isinstance(file, UploadFile):
             raise InvalidInputError(
                 "missing 'file' field: send the document as multipart form field 'file'"
             )
-        library = form.get("library") or DEFAULT_LIBRARY
-        if not isinstance(library, str) or not library.strip():
-            raise InvalidInputError("'library' must be a non-empty text field")
-        metadata = _parse_metadata(form.get("metadata"))
-        name = check_upload_name(upload.filename or "")
-        data = await upload.read()
+        data = await file.read()
         if len(data) > limit:
-            raise TooLargeError(f"'{name}' is {len(data)} bytes, over the {limit}-byte limit")
-        result = await pipeline.ingest_bytes(data, name, name, library.strip(), metadata)
-    except (InvalidInputError, TooLargeError, UnsupportedFormatError) as exc:
-        return _error(exc)
-    except MvdbError as exc:
-        return _error(exc, 500)
+            raise TooLargeError(
+                f"'{file.filename}' is {len(data)} bytes, over the {limit}-byte limit"
+            )
+        fields: dict[str, Any] = {"filename": file.filename or "", "data": data}
+        library_field = form.get("library")
+        if library_field is not None:
+            if not isinstance(library_field, str):
+                raise InvalidInputError("'library' must be a text field")
+            fields["library"] = library_field
+        fields["metadata"] = _parse_metadata(form.get("metadata"))
+        try:
+            req = UploadInput.model_validate(fields)
+        except ValidationError as exc:
+            raise invalid_input(exc, "upload") from exc
+        result = await library.ingest_upload(req, _HTTP)
     finally:
         await form.close()
     return JSONResponse(result.model_dump())
@@ -137,24 +107,47 @@ def _parse_metadata(raw: Any) -> dict[str, Any] | None:
 
 @router.post("/ingest_folder")
 async def ingest_folder(request: Request) -> JSONResponse:
-    if (refused := _forbidden_if_read_only("ingest_folder")) is not None:
-        return refused
+    require_write(caller_access.get(), "ingest_folder")
     try:
         body = await request.json()
-    except ValueError:
-        return _error(InvalidInputError("the body must be a JSON object with at least 'folder'"))
-    try:
-        req = IngestFolderInput.model_validate(body)
-    except ValidationError as exc:
-        return _error(InvalidInputError(f"invalid request: {describe_validation(exc)}"))
-    try:
-        result = await _pipeline(request).ingest_folder(
-            req.folder,
-            req.library,
-            req.metadata,
-            recursive=req.recursive,
-            max_concurrency=req.max_concurrency,
-        )
-    except MvdbError as exc:
-        return _error(exc)
+    except ValueError as exc:
+        raise InvalidInputError("the body must be a JSON object with at least 'folder'") from exc
+    if not isinstance(body, dict):
+        raise InvalidInputError("the body must be a JSON object with at least 'folder'")
+    req = _validated(IngestFolderInput, body)
+    result = await _library(request).ingest_folder(req, _HTTP)
     return JSONResponse(result.model_dump())
+
+
+@router.get("/jobs")
+async def list_jobs(request: Request) -> JSONResponse:
+    req = _validated(ListJobsInput, dict(request.query_params))
+    return JSONResponse((await _library(request).list_jobs(req, _HTTP)).model_dump())
+
+
+@router.get("/jobs/{job_id}")
+async def get_job(request: Request, job_id: str) -> JSONResponse:
+    req = _validated(JobIdInput, {"job_id": job_id})
+    return JSONResponse((await _library(request).get_job(req, _HTTP)).model_dump())
+
+
+@router.post("/jobs/{job_id}/cancel")
+async def cancel_job(request: Request, job_id: str) -> JSONResponse:
+    require_write(caller_access.get(), "cancel_job")
+    req = _validated(JobIdInput, {"job_id": job_id})
+    return JSONResponse((await _library(request).cancel_job(req, _HTTP)).model_dump())
+
+
+def _validated(model: type[Input], fields: dict[str, Any]) -> Input:
+    # Query parameters are text: the one place a number arrives as a string on purpose.
+    if "limit" in fields:
+        try:
+            fields["limit"] = int(fields["limit"])
+        except ValueError as exc:
+            raise InvalidInputError(
+                f"limit must be a whole number, got {fields['limit']!r}"
+            ) from exc
+    try:
+        return model.model_validate(fields)
+    except ValidationError as exc:
+        raise invalid_input(exc, "request") from exc

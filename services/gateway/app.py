@@ -1,71 +1,41 @@
 """Gateway app factory.
 
 One FastAPI app serves the MCP transports (SSE at `/sse` + `/messages/`, streamable HTTP at
-`/mcp`), `POST /upload`, `POST /ingest_folder` and the probes. Its downstream ports are either
-the typed HTTP clients (cluster mode) or the service cores in this process (standalone), chosen
-by the `ports` factory given to `create_app`.
+`/mcp`), `POST /upload`, `POST /ingest_folder` and the probes, all over one `Library` built in
+the lifespan. Its downstream ports are either the typed HTTP clients (cluster mode) or the
+service cores in this process (standalone), chosen by the `ports` factory given to
+`create_app`.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 import httpx
 from fastapi import FastAPI
-from mcp.server.mcpserver import Context
 from mcp.server.transport_security import TransportSecuritySettings
 
 from libs.body_limit import BodyLimitMiddleware
-from libs.clients import ConverterClient, EmbedderClient, IndexClient
 from libs.errors import InvalidInputError
-from libs.http import RetryPolicy
-from libs.ports import ConverterPort, EmbedderPort, IndexPort
 from libs.service_app import install_common
 from services.gateway.api import router
 from services.gateway.auth import OPEN_PATHS, BearerAuthMiddleware
 from services.gateway.hosts import HostCheckMiddleware
-from services.gateway.pipeline import Pipeline
+from services.gateway.library import Library
+from services.gateway.ports import Ports, PortsFactory, http_ports
 from services.gateway.settings import GatewaySettings
-from services.gateway.tools import ToolService, build_mcp_server, model_cache_dir
+from services.gateway.tools import LibraryServer
+from services.gateway.transports import StreamableGuards, sse_routes
 
 log = logging.getLogger(__name__)
 
 
-@dataclass
-class Ports:
-    converter: ConverterPort
-    embedder: EmbedderPort
-    index: IndexPort
-    closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
-
-
-PortsFactory = Callable[[GatewaySettings], AbstractAsyncContextManager[Ports]]
-
 # Every request body (MCP messages, /ingest_folder) is bounded by MAX_UPLOAD_BYTES plus room
 # for multipart framing; /upload then checks the file itself against the exact limit.
 _BODY_SLACK = 1024 * 1024
-
-
-@asynccontextmanager
-async def http_ports(settings: GatewaySettings) -> AsyncIterator[Ports]:
-    policy = RetryPolicy(attempts=settings.retry_attempts, max_seconds=settings.retry_max_s)
-    converter = ConverterClient(
-        settings.converter_url, timeout_s=settings.convert_timeout_s + 10, policy=policy
-    )
-    embedder = EmbedderClient(
-        settings.embedder_url, timeout_s=settings.http_timeout_s, policy=policy
-    )
-    index = IndexClient(settings.index_url, timeout_s=settings.http_timeout_s, policy=policy)
-    try:
-        yield Ports(converter, embedder, index)
-    finally:
-        for client in (converter, embedder, index):
-            await client.aclose()
 
 
 def _is_loopback(host: str) -> bool:
@@ -113,23 +83,20 @@ def transport_security(settings: GatewaySettings) -> TransportSecuritySettings:
     )
 
 
-def _access_of(ctx: Context[Any, Any]) -> str:
-    request = ctx.request_context.request
-    state = getattr(request, "scope", {}).get("state", {}) if request is not None else {}
-    return str(state.get("access", "full"))
-
-
 def create_app(
     settings: GatewaySettings | None = None, ports: PortsFactory | None = None
 ) -> FastAPI:
     settings = settings or GatewaySettings()
     ports_factory = ports or http_ports
-    service = ToolService(
-        transport=settings.transport, model_cache=model_cache_dir(settings.var_dir)
-    )
-    mcp = build_mcp_server(service, access_of=_access_of)
+
+    def running_library() -> Library:
+        library: Library | None = getattr(app.state, "library", None)
+        if library is None:
+            raise LookupError("the library is not bound yet")
+        return library
+
+    mcp = LibraryServer(running_library).server
     security = transport_security(settings)
-    sse = mcp.sse_app(transport_security=security, host=settings.bind_host)
     streamable = mcp.streamable_http_app(transport_security=security, host=settings.bind_host)
 
     @asynccontextmanager
@@ -144,14 +111,17 @@ def create_app(
                 headers={"User-Agent": "mcpvectordb/ingest_url"},
             ) as fetcher,
         ):
-            pipeline = Pipeline(settings, bound.converter, bound.embedder, bound.index, fetcher)
-            app.state.pipeline = pipeline
-            service.bind(pipeline)
+            library = Library(settings, bound, fetcher)
+            app.state.library = library
+            app.state.ready_checks = library.ready_checks()
             try:
+                await library.start()
                 async with mcp.session_manager.run():
                     yield
             finally:
-                service.bind(None)
+                await library.aclose()
+                app.state.library = None
+                app.state.ready_checks = None
                 for close in bound.closers:
                     await close()
 
@@ -160,6 +130,7 @@ def create_app(
     # Each middleware added wraps the ones before: Host/Origin are checked first, then the
     # token, then the body size (a caller without a token is refused before its body is
     # read); the telemetry that install_common adds wraps them all.
+    app.add_middleware(StreamableGuards)
     app.add_middleware(
         BodyLimitMiddleware,
         max_bytes=settings.max_upload_bytes + _BODY_SLACK,
@@ -171,7 +142,7 @@ def create_app(
     app.add_middleware(HostCheckMiddleware, security=security)
     install_common(app, "gateway")  # telemetry outermost: refused requests are counted too
     app.include_router(router)
-    app.router.routes.extend(sse.routes)
+    app.router.routes.extend(sse_routes(mcp, security))
     app.router.routes.extend(streamable.routes)
     return app
 

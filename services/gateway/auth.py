@@ -9,16 +9,33 @@ from __future__ import annotations
 
 import contextvars
 import hmac
-import json
 from typing import Literal
 
 from starlette.types import ASGIApp, Receive, Scope, Send
+
+from libs.errors import UnauthorizedError
+from libs.service_app import error_response
+from services.gateway.errors import ReadOnlyToken
 
 Access = Literal["full", "read"]
 caller_access: contextvars.ContextVar[Access] = contextvars.ContextVar(
     "caller_access", default="full"
 )
 OPEN_PATHS = frozenset({"/healthz", "/readyz"})
+
+
+def access_of(request: object | None) -> Access:
+    """The access this middleware gave the HTTP request an MCP message came in (full when
+    there is none: stdio, or no tokens configured)."""
+    scope = getattr(request, "scope", None)
+    state = scope.get("state", {}) if isinstance(scope, dict) else {}
+    return "read" if state.get("access") == "read" else "full"
+
+
+def require_write(access: Access, action: str) -> None:
+    """The one read-only refusal, for MCP tools and HTTP routes alike."""
+    if access != "full":
+        raise ReadOnlyToken(action)
 
 
 def _matches(candidate: bytes, tokens: list[bytes]) -> bool:
@@ -52,27 +69,11 @@ class BearerAuthMiddleware:
             elif _matches(token.strip(), self.read_only):
                 access = "read"
         if access is None:
-            body = json.dumps(
-                {
-                    "status": "error",
-                    "error": (
-                        "missing or invalid bearer token; send 'Authorization: Bearer <token>'"
-                    ),
-                    "error_code": "unauthorized",
-                }
-            ).encode()
-            await send(
-                {
-                    "type": "http.response.start",
-                    "status": 401,
-                    "headers": [
-                        (b"content-type", b"application/json"),
-                        (b"www-authenticate", b'Bearer realm="mcpvectordb"'),
-                        (b"content-length", str(len(body)).encode()),
-                    ],
-                }
+            refusal = UnauthorizedError(
+                "missing or invalid bearer token; send 'Authorization: Bearer <token>'"
             )
-            await send({"type": "http.response.body", "body": body})
+            answer = error_response(refusal, {"WWW-Authenticate": 'Bearer realm="mcpvectordb"'})
+            await answer(scope, receive, send)
             return
         scope.setdefault("state", {})["access"] = access
         reset = caller_access.set(access)

@@ -18,9 +18,10 @@ from __future__ import annotations
 
 from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
 from starlette.requests import Request
-from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from libs.errors import InvalidHostError, InvalidOriginError, MvdbError
+from libs.service_app import error_response
 from services.gateway.auth import OPEN_PATHS
 
 EXEMPT_PATHS = OPEN_PATHS | {"/metrics"}
@@ -41,20 +42,15 @@ class HostCheckMiddleware:
             await self.app(scope, receive, send)
             return
         if refused.status_code == 421:
-            header, value, setting, code = "Host", request.headers.get("host"), "HOSTS", "host"
+            error: MvdbError = InvalidHostError(_not_allowed("Host", request.headers.get("host")))
         else:
-            header, value, setting, code = (
-                "Origin",
-                request.headers.get("origin"),
-                "ORIGINS",
-                "origin",
-            )
-        payload = {
-            "status": "error",
-            "error": (
-                f"the {header} header {value!r} is not one this server answers to; if it is "
-                f"the name the gateway is published under, add it to ALLOWED_{setting}"
-            ),
-            "error_code": f"invalid_{code}",
-        }
-        await JSONResponse(payload, status_code=refused.status_code)(scope, receive, send)
+            error = InvalidOriginError(_not_allowed("Origin", request.headers.get("origin")))
+        await error_response(error)(scope, receive, send)
+
+
+def _not_allowed(header: str, value: str | None) -> str:
+    setting = "ALLOWED_HOSTS" if header == "Host" else "ALLOWED_ORIGINS"
+    return (
+        f"the {header} header {value!r} is not one this server answers to; if it is the name "
+        f"the gateway is published under, add it to {setting}"
+    )

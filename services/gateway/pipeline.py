@@ -1,5 +1,5 @@
 """The ingest pipeline: dedup look-up, conversion, embedding and the index write, for files,
-uploads, URLs, raw content and folders.
+uploads, URLs and raw content (folders: `services.gateway.folders`).
 
 Dedup happens before any conversion or embedding work: the same `(source, library)` with the
 same content hash is `skipped`. Ingests of one source are serialised by a per-source lock so
@@ -21,26 +21,23 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import numpy as np
 
 from libs.contracts import (
     ChunkRequest,
     ConvertResult,
-    FolderError,
-    FolderIngestResult,
     IngestResult,
     ModelInfo,
     NewDocument,
     UpsertRequest,
 )
-from libs.errors import InvalidInputError, MvdbError, NoTextError, UnsupportedFormatError
-from libs.formats import SUPPORTED_EXTENSIONS, is_supported
+from libs.errors import InvalidInputError
 from libs.ports import ConverterPort, EmbedderPort, IndexPort
 from libs.telemetry import STAGE_SECONDS
 from libs.vectors import encode
+from services.gateway.embedding import DocumentEmbedder
 from services.gateway.metrics import INGESTED_CHUNKS, INGESTED_DOCUMENTS
 from services.gateway.settings import GatewaySettings
-from services.gateway.sources import PathPolicy, UrlPolicy, fetch_url, read_file, scan_folder
+from services.gateway.sources import PathPolicy, UrlPolicy, fetch_url, read_file
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +97,9 @@ class Pipeline:
         self.urls = UrlPolicy(settings.url_allow_hosts)
         self._fetcher = fetcher
         self._locks = _SourceLocks()
+        self.embedding = DocumentEmbedder(
+            embedder, settings.embed_batch_texts, settings.embed_cache_texts
+        )
         self._model: ModelInfo | None = None
 
     async def model(self) -> ModelInfo:
@@ -114,12 +114,14 @@ class Pipeline:
     ) -> IngestResult:
         resolved = self.paths.resolve(path)
         async with _stage("read"):
-            data = await asyncio.to_thread(read_file, resolved, self.settings.max_file_bytes)
-        modified = datetime.fromtimestamp(resolved.stat().st_mtime, UTC).isoformat(
-            timespec="seconds"
-        )
+            read = await asyncio.to_thread(read_file, resolved, self.settings.max_file_bytes)
         return await self.ingest_bytes(
-            data, resolved.name, str(resolved), library, metadata, last_modified=modified
+            read.data,
+            resolved.name,
+            str(resolved),
+            library,
+            metadata,
+            last_modified=read.last_modified,
         )
 
     async def ingest_bytes(
@@ -171,61 +173,6 @@ class Pipeline:
             )
         return await self.ingest_bytes(fetched.data, fetched.filename, url, library, metadata)
 
-    async def ingest_folder(
-        self,
-        folder: str,
-        library: str,
-        metadata: dict[str, Any] | None,
-        *,
-        recursive: bool = True,
-        max_concurrency: int = 4,
-        on_file_done: Callable[[Path, IngestResult | MvdbError], Awaitable[None] | None]
-        | None = None,
-    ) -> FolderIngestResult:
-        if max_concurrency < 1:
-            raise InvalidInputError("max_concurrency must be at least 1")
-        root = self.paths.resolve(folder)
-        scan = await asyncio.to_thread(scan_folder, root, recursive)
-        gate = asyncio.Semaphore(max_concurrency)
-        outcomes: dict[Path, IngestResult | MvdbError] = {}
-
-        async def one(path: Path) -> None:
-            async with gate:
-                try:
-                    outcome: IngestResult | MvdbError = await self.ingest_file(
-                        str(path), library, metadata
-                    )
-                except MvdbError as exc:
-                    outcome = exc
-                except Exception as exc:
-                    log.exception("folder ingest failed for one file")
-                    outcome = MvdbError(f"unexpected error: {type(exc).__name__}: {exc}")
-            outcomes[path] = outcome
-            if on_file_done is not None:
-                maybe = on_file_done(path, outcome)
-                if maybe is not None:
-                    await maybe
-
-        await asyncio.gather(*(one(p) for p in scan.files))
-        results = [o for p in scan.files if isinstance(o := outcomes[p], IngestResult)]
-        errors = [
-            FolderError(file=str(p), error=o.message, error_code=o.error_code)
-            for p in scan.files
-            if isinstance(o := outcomes[p], MvdbError)
-        ]
-        return FolderIngestResult(
-            folder=str(root),
-            library=library,
-            total_files=len(scan.files),
-            indexed=sum(r.status == "indexed" for r in results),
-            replaced=sum(r.status == "replaced" for r in results),
-            skipped=sum(r.status == "skipped" for r in results),
-            failed=len(errors),
-            results=results,
-            errors=errors,
-            ignored_files=[str(p) for p in scan.ignored],
-        )
-
     # --------------------------------------------------------------------- the core
 
     async def _ingest(
@@ -248,15 +195,12 @@ class Pipeline:
                     library=library,
                     chunk_count=existing.chunk_count,
                 )
+            # The converter refuses a document without text (no_text_extracted).
             converted = await produce()
-            if not converted.chunks:
-                raise NoTextError(
-                    f"no text could be extracted from {fallback_title}; if it is a scan or an "
-                    "image, extract the text elsewhere and pass it with ingest_content"
-                )
             model = await self.model()
             async with _stage("embed"):
-                vectors = await self._embed([c.text for c in converted.chunks])
+                texts = [c.text for c in converted.chunks]
+                vectors = await self.embedding.embed(texts, model.name, model.dim)
             title = converted.title.strip() or Path(fallback_title).stem or source
             request = UpsertRequest(
                 document=NewDocument(
@@ -285,24 +229,3 @@ class Pipeline:
             library=library,
             chunk_count=written.chunk_count,
         )
-
-    async def _embed(self, texts: list[str]) -> np.ndarray[Any, np.dtype[np.float32]]:
-        size = self.settings.embed_batch_texts
-        parts = [
-            await self.embedder.embed(texts[i : i + size], "document")
-            for i in range(0, len(texts), size)
-        ]
-        return np.concatenate(parts, axis=0)
-
-
-def check_upload_name(filename: str) -> str:
-    """Reduce a client-side path (Windows or POSIX) to its base name and check the type."""
-    name = filename.replace("\\", "/").rsplit("/", 1)[-1].strip()
-    if not name or name in (".", ".."):
-        raise InvalidInputError("the uploaded file has no usable file name")
-    if not is_supported(name):
-        raise UnsupportedFormatError(
-            f"'{name}' has an unsupported file type; supported: "
-            + ", ".join(sorted(SUPPORTED_EXTENSIONS))
-        )
-    return name

@@ -16,8 +16,10 @@ import asyncio
 import ipaddress
 import os
 import socket
+import stat
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 from urllib.parse import unquote, urljoin, urlsplit
 
@@ -30,7 +32,7 @@ from libs.errors import (
     PathNotAllowedError,
     TooLargeError,
 )
-from libs.formats import extension_of, is_convertible, is_supported
+from libs.formats import extension_of, is_convertible, is_known
 
 # Linux's limits; a longer path can only fail, and `stat` would fail with an OSError.
 _PATH_MAX = 4096
@@ -59,7 +61,13 @@ class PathPolicy:
             raise InvalidInputError(
                 f"path is too long (at most {_PATH_MAX} bytes, {_NAME_MAX} per name)"
             )
-        candidate = Path(raw).expanduser()
+        try:
+            candidate = Path(raw).expanduser()
+        except RuntimeError as exc:  # "~name" for a user this host does not have
+            raise InvalidInputError(
+                f"'{raw}' starts with a home folder this server cannot find ({exc}); "
+                "give the path without '~'"
+            ) from exc
         if not candidate.is_absolute() and self.roots:
             candidate = self.roots[0] / candidate
         resolved = Path(os.path.realpath(candidate))
@@ -72,57 +80,90 @@ class PathPolicy:
         return resolved
 
 
-def read_file(path: Path, max_bytes: int) -> bytes:
+@dataclass(frozen=True)
+class FileRead:
+    data: bytes
+    last_modified: str  # the file's mtime, ISO 8601 UTC
+
+
+def read_file(path: Path, max_bytes: int) -> FileRead:
+    """The file's bytes and modification time, from one `stat` (blocking: call it in a
+    worker thread)."""
     try:
-        if not path.exists():
-            raise FileAccessError(
-                f"file not found on the server: {path}; check the path with "
-                "server_info(check_path=...) or upload the file with POST /upload"
-            )
-        if path.is_dir():
-            raise FileAccessError(f"{path} is a folder; use ingest_folder for folders")
-        if not path.is_file():
-            raise FileAccessError(f"{path} is not a regular file")
-        size = path.stat().st_size
+        info = path.stat()
+    except FileNotFoundError as exc:
+        raise FileAccessError(
+            f"file not found on the server: {path}; check the path with "
+            "server_info(check_path=...) or upload the file with POST /upload"
+        ) from exc
     except OSError as exc:
         raise FileAccessError(f"cannot look at {path}: {exc.strerror or exc}") from exc
-    if size > max_bytes:
-        raise TooLargeError(f"{path} is {size} bytes, over the {max_bytes}-byte limit")
+    if stat.S_ISDIR(info.st_mode):
+        raise FileAccessError(f"{path} is a folder; use ingest_folder for folders")
+    if not stat.S_ISREG(info.st_mode):
+        raise FileAccessError(f"{path} is not a regular file")
+    if info.st_size > max_bytes:
+        raise TooLargeError(f"{path} is {info.st_size} bytes, over the {max_bytes}-byte limit")
     try:
-        return path.read_bytes()
+        data = path.read_bytes()
     except PermissionError as exc:
         raise FileAccessError(f"the server has no permission to read {path}") from exc
     except OSError as exc:
         raise FileAccessError(f"could not read {path}: {exc.strerror or exc}") from exc
+    modified = datetime.fromtimestamp(info.st_mtime, UTC).isoformat(timespec="seconds")
+    return FileRead(data, modified)
 
 
 @dataclass(frozen=True)
 class FolderScan:
     files: list[Path]
     ignored: list[Path]
+    # Subfolders that could not be read: the scan is incomplete, so nothing may be pruned.
+    unreadable: list[str] = field(default_factory=list)
+
+    @property
+    def complete(self) -> bool:
+        return not self.unreadable
 
 
-def scan_folder(folder: Path, recursive: bool) -> FolderScan:
+def scan_folder_root(folder: Path) -> None:
+    """Refuse a folder that does not exist, is a file, or cannot be read."""
     try:
         if not folder.exists():
             raise FileAccessError(f"folder not found on the server: {folder}")
         if not folder.is_dir():
             raise FileAccessError(f"{folder} is a file, not a folder; use ingest_file for one file")
+        if not os.access(folder, os.R_OK | os.X_OK):
+            raise FileAccessError(f"the server has no permission to read the folder {folder}")
     except OSError as exc:
         raise FileAccessError(f"cannot look at {folder}: {exc.strerror or exc}") from exc
+
+
+def scan_folder(folder: Path, recursive: bool) -> FolderScan:
+    """The convertible files below `folder` (hidden names skipped), the known formats this
+    build cannot convert, and the subfolders that could not be read (blocking: run it in a
+    worker thread)."""
+    scan_folder_root(folder)
     files: list[Path] = []
     ignored: list[Path] = []
-    iterator = folder.rglob("*") if recursive else folder.glob("*")
-    for entry in sorted(iterator):
-        if any(part.startswith(".") for part in entry.relative_to(folder).parts):
-            continue
-        if not entry.is_file():
-            continue
-        if is_convertible(entry.name):
-            files.append(entry)
-        elif is_supported(entry.name):
-            ignored.append(entry)
-    return FolderScan(files, ignored)
+    unreadable: list[str] = []
+
+    def failed(error: OSError) -> None:
+        unreadable.append(f"{error.filename}: {error.strerror or error}")
+
+    for top, dirs, names in os.walk(folder, onerror=failed):
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".")) if recursive else []
+        for name in sorted(names):
+            entry = Path(top) / name
+            if name.startswith(".") or not entry.is_file():
+                continue
+            if is_convertible(name):
+                files.append(entry)
+            elif is_known(name):
+                ignored.append(entry)
+    files.sort()
+    ignored.sort()
+    return FolderScan(files, ignored, unreadable)
 
 
 # ------------------------------------------------------------------------------- URLs
@@ -239,10 +280,10 @@ def _filename_for(url: str, content_type: str) -> str:
     name = unquote(PurePosixPath(urlsplit(url).path).name)
     mime = content_type.split(";")[0].strip().lower()
     ext = _CONTENT_TYPES.get(mime)
-    if name and is_supported(name) and (ext is None or extension_of(name) == ext):
+    if name and is_convertible(name) and (ext is None or extension_of(name) == ext):
         return name
     if ext is None:
-        if name and is_supported(name):
+        if name and is_convertible(name):
             return name
         raise FetchError(
             f"{url} returned content type '{mime or 'unknown'}', which cannot be converted; "

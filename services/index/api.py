@@ -10,10 +10,15 @@ from fastapi import APIRouter, Depends, Query, Request
 
 from libs.contracts import (
     MAX_CONTEXT_CHUNKS,
+    MAX_LIST_LIMIT,
     DeleteResult,
     GetDocumentResult,
     IndexInfo,
     IndexSearchRequest,
+    JobRecord,
+    JobRecords,
+    JobsDeleted,
+    JobStatus,
     ListDocumentsResult,
     ListLibrariesResult,
     LookupResponse,
@@ -21,7 +26,9 @@ from libs.contracts import (
     UpsertRequest,
     UpsertResponse,
 )
-from services.index.core import MAX_LIST_LIMIT, IndexCore
+from libs.contracts.jobs import MAX_JOB_LIST
+from libs.errors import InvalidInputError
+from services.index.core import IndexCore
 
 router = APIRouter()
 
@@ -82,6 +89,37 @@ async def get_document(
     context: Annotated[int, Query(ge=0, le=MAX_CONTEXT_CHUNKS)] = 0,
 ) -> GetDocumentResult:
     return await core.get(doc_id, chunk_index, context)
+
+
+@router.put("/jobs/{job_id}")
+async def save_job(core: Core, job_id: str, body: JobRecord) -> dict[str, str]:
+    if body.job.job_id != job_id:
+        raise InvalidInputError(
+            f"the body is the record of job {body.job.job_id!r}, not {job_id!r}"
+        )
+    await core.save_job(body)
+    return {"status": "saved", "job_id": job_id}
+
+
+@router.get("/jobs/{job_id}")
+async def get_job(core: Core, job_id: str) -> JobRecord:
+    return await core.get_job(job_id)
+
+
+@router.get("/jobs")
+async def list_jobs(
+    core: Core,
+    status: Annotated[JobStatus | None, Query()] = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_JOB_LIST)] = 20,
+) -> JobRecords:
+    return JobRecords(records=await core.list_jobs(status, limit))
+
+
+@router.delete("/jobs")
+async def delete_jobs(
+    core: Core, finished_before: Annotated[str, Query(min_length=10, max_length=64)]
+) -> JobsDeleted:
+    return JobsDeleted(deleted=await core.delete_jobs(finished_before))
 
 
 @router.get("/info")

@@ -8,10 +8,9 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
-from fastapi.responses import JSONResponse
 
+from libs import SERVER_VERSION
 from libs.body_limit import BodyLimitMiddleware
-from libs.contracts import ReadyStatus
 from libs.service_app import install_common
 from services.index.api import router
 from services.index.core import IndexCore
@@ -27,6 +26,7 @@ def create_app(settings: IndexSettings | None = None) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         core = IndexCore(settings)
         app.state.core = core
+        app.state.ready_checks = {"lancedb": core.ready}
         try:
             await core.start()
         except Exception:
@@ -37,7 +37,7 @@ def create_app(settings: IndexSettings | None = None) -> FastAPI:
         finally:
             await core.aclose()
 
-    app = FastAPI(title="mcpvectordb index", version="0.3.0", lifespan=lifespan)
+    app = FastAPI(title="mcpvectordb index", version=SERVER_VERSION, lifespan=lifespan)
     # Added before install_common so the telemetry middleware (outermost) counts the 413s.
     app.add_middleware(
         BodyLimitMiddleware,
@@ -46,12 +46,5 @@ def create_app(settings: IndexSettings | None = None) -> FastAPI:
     )
     install_common(app, "index")
     app.include_router(router)
-
-    @app.get("/readyz", response_model=ReadyStatus)
-    async def readyz() -> JSONResponse:
-        core: IndexCore = app.state.core
-        ok, detail = await core.ready()
-        status = ReadyStatus(status="ready" if ok else "not_ready", checks={"lancedb": detail})
-        return JSONResponse(status.model_dump(), status_code=200 if ok else 503)
 
     return app

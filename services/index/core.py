@@ -2,8 +2,9 @@
 
 The HTTP app, the stdio server and the CLI all use it. It opens the store on first use (or in
 `start`), runs every blocking LanceDB call in a worker thread (searches and document listings
-are awaited on the loop instead, see `IndexStore._stable`), and keeps a background task that
-folds new rows into the indexes (`optimize`) every N writes or T seconds after a write.
+are coroutines awaited on the loop instead, see `services.index.store.snapshot`), and keeps a
+background task that folds new rows into the indexes (`optimize`) every N writes or T seconds
+after a write.
 """
 
 from __future__ import annotations
@@ -18,10 +19,12 @@ import anyio.to_thread
 
 from libs.contracts import (
     MAX_CONTEXT_CHUNKS,
+    MAX_LIST_LIMIT,
     DeleteResult,
     GetDocumentResult,
     IndexInfo,
     IndexSearchRequest,
+    JobRecord,
     ListDocumentsResult,
     ListLibrariesResult,
     LookupResponse,
@@ -38,8 +41,6 @@ from services.index.store import IndexStore
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-
-MAX_LIST_LIMIT = 1000
 
 
 class IndexCore(AsyncLifecycle):
@@ -141,8 +142,8 @@ class IndexCore(AsyncLifecycle):
     async def search(self, request: IndexSearchRequest) -> SearchResult:
         store = await self.start()
         with SEARCH_SECONDS.labels(request.mode).time():
-            # On this loop, not in a worker thread: see IndexStore._stable.
-            return await store.search_async(request)
+            # On this loop, not in a worker thread: see services.index.store.snapshot.
+            return await store.search(request)
 
     async def list_documents(
         self, library: str | None, limit: int, offset: int
@@ -152,7 +153,7 @@ class IndexCore(AsyncLifecycle):
         if offset < 0:
             raise InvalidInputError(f"offset must be 0 or more, got {offset}")
         store = await self.start()
-        return await store.list_documents_async(library, limit, offset)
+        return await store.list_documents(library, limit, offset)
 
     async def list_libraries(self) -> ListLibrariesResult:
         return await self._run(lambda store: store.list_libraries())
@@ -175,6 +176,18 @@ class IndexCore(AsyncLifecycle):
 
     async def info(self) -> IndexInfo:
         return await self._run(lambda store: store.info())
+
+    async def save_job(self, record: JobRecord) -> None:
+        await self._run(lambda store: store.save_job(record))
+
+    async def get_job(self, job_id: str) -> JobRecord:
+        return await self._run(lambda store: store.get_job(job_id))
+
+    async def list_jobs(self, status: str | None, limit: int) -> list[JobRecord]:
+        return await self._run(lambda store: store.list_jobs(status, limit))
+
+    async def delete_jobs(self, finished_before: str) -> int:
+        return await self._run(lambda store: store.delete_jobs(finished_before))
 
     async def ready(self) -> tuple[bool, str]:
         """Opens the store if needed (in-process callers may ask before any other call)."""

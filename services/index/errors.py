@@ -2,7 +2,8 @@
 
     libs.errors.NotFoundError        404 not_found
     ├── DocumentNotFound
-    └── ChunkNotFound
+    ├── ChunkNotFound
+    └── JobNotFound
     libs.errors.ModelMismatchError   409 model_mismatch
     └── StoreModelMismatch
     libs.errors.StoreError           500 store_error
@@ -34,6 +35,15 @@ class ChunkNotFound(NotFoundError):
         )
         self.doc_id = doc_id
         self.chunk_index = chunk_index
+
+
+class JobNotFound(NotFoundError):
+    def __init__(self, job_id: str) -> None:
+        super().__init__(
+            f"no job with job_id {job_id!r}; list_jobs shows the jobs that exist (finished jobs "
+            "are kept for JOB_RETENTION_DAYS)"
+        )
+        self.job_id = job_id
 
 
 class StoreModelMismatch(ModelMismatchError):

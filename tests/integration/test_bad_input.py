@@ -3,8 +3,9 @@ SDK client over a real SSE socket), random multipart uploads and `/ingest_folder
 hostile filter values, and truncated or corrupted real files.
 
 The rule everywhere: the answer is a valid result or a structured error (`status`, `error`,
-`error_code`) with a code from the spec; never an unexpected-exception code, never a 500
-that is not a pipeline error, never a crash or a hang.
+`error_code`) with a code from the spec, and over MCP with `isError` set; never an
+unexpected-exception code, never a 500 (bad input is the caller's mistake: 4xx), never a crash
+or a hang.
 
 The random sweeps run against the hand-written fakes (fast); a smaller sweep, the filter
 injection checks and the damaged files run against the real cores in this process (real
@@ -29,14 +30,18 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from mcp import ClientSession
 from mcp.client.sse import sse_client
-from mcp.types import CallToolResult
+from mcp.shared.exceptions import MCPError
+from mcp.types import INVALID_PARAMS, CallToolResult
 from pydantic import BaseModel
 
 from libs.contracts import (
+    TOOLS_BY_NAME,
     DeleteResult,
     FolderIngestResult,
     GetDocumentResult,
     IngestResult,
+    Job,
+    JobList,
     ListDocumentsResult,
     ListLibrariesResult,
     SearchResult,
@@ -46,7 +51,7 @@ from libs.filters import FIELDS, OPERATORS
 from services.gateway.app import create_app
 from services.gateway.settings import GatewaySettings
 from tests.conftest import SHARED_FILES
-from tests.fakes import fake_ports
+from tests.fakes import fake_gateway as gateway_on_fakes
 from tests.servers import serve
 
 pytestmark = pytest.mark.integration
@@ -64,10 +69,7 @@ EXPECTED_CODES = {
     "no_text_extracted",
     "conversion_timeout",
     "fetch_failed",
-    "unknown_tool",
 }
-# `/upload` answers a failed pipeline with 500 (the spec's table); these codes say why.
-PIPELINE_CODES = {"conversion_failed", "no_text_extracted", "conversion_timeout"}
 
 RESULTS: dict[str, type[BaseModel]] = {
     "ingest_file": IngestResult,
@@ -80,6 +82,9 @@ RESULTS: dict[str, type[BaseModel]] = {
     "delete_document": DeleteResult,
     "get_document": GetDocumentResult,
     "server_info": ServerInfoResult,
+    "get_job": Job,
+    "list_jobs": JobList,
+    "cancel_job": Job,
 }
 
 SWEEP = settings(
@@ -226,14 +231,25 @@ def payload_of(result: CallToolResult) -> dict[str, Any]:
     return value
 
 
+def _fits(model: type[BaseModel], payload: dict[str, Any]) -> bool:
+    try:
+        model.model_validate(payload)
+    except ValueError:
+        return False
+    return True
+
+
 def assert_clean(tool: str, result: CallToolResult) -> dict[str, Any]:
     payload = payload_of(result)
     if payload.get("status") == "error":
+        assert result.is_error, (tool, payload)
         assert isinstance(payload.get("error"), str) and payload["error"], payload
         assert payload.get("error_code") in EXPECTED_CODES, (tool, payload)
     else:
         assert not result.is_error, (tool, payload)
-        RESULTS[tool].model_validate(payload)
+        models = TOOLS_BY_NAME[tool].outputs
+        assert RESULTS[tool] in models, tool
+        assert any(_fits(model, payload) for model in models), (tool, payload)
     return payload
 
 
@@ -251,14 +267,9 @@ def fake_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def fake_gateway(tmp_path_factory: pytest.TempPathFactory, fake_root: Path) -> Iterator[str]:
-    gateway_settings = GatewaySettings(
-        _env_file=None,  # type: ignore[call-arg]
-        var_dir=tmp_path_factory.mktemp("var"),
-        ingest_roots=[fake_root],
-        max_upload_bytes=50_000,
-        fetch_timeout_s=3,
-    )
-    with serve(create_app(gateway_settings, fake_ports())) as url:
+    with gateway_on_fakes(
+        tmp_path_factory, ingest_roots=[fake_root], max_upload_bytes=50_000, fetch_timeout_s=3
+    ) as url:
         yield url
 
 
@@ -296,6 +307,7 @@ BENIGN: dict[str, Any] = {
     "folder": ".",
     "query": "alpha",
     "doc_id": "d",
+    "job_id": "j",
 }
 
 
@@ -314,9 +326,46 @@ def test_every_hostile_string_in_every_parameter(
     assert calls > 20 * len(HOSTILE_TEXT)
 
 
-def test_an_unknown_tool_is_a_structured_error(fake_session: Session) -> None:
-    unknown = payload_of(fake_session.call("drop_everything", {}))
-    assert unknown["error_code"] == "unknown_tool"
+INVALID_ARGUMENTS: list[tuple[str, dict[str, Any]]] = [
+    ("search", {}),  # caught by the input model: a required argument missing
+    ("search", {"query": "alpha", "top_k": 0}),  # out of range
+    ("search", {"query": ["alpha"]}),  # wrong type
+    ("list_documents", {"limit": 5000}),
+    ("get_document", {"doc_id": ""}),
+    ("ingest_folder", {"folder": "x", "max_concurrency": 0}),
+    ("ingest_content", {"content": "   ", "source": "s"}),  # caught by a field validator
+]
+
+
+@pytest.mark.parametrize(("tool", "arguments"), INVALID_ARGUMENTS)
+def test_invalid_input_is_one_result_on_every_path(
+    fake_session: Session, tool: str, arguments: dict[str, Any]
+) -> None:
+    """However the input is wrong, the answer has one shape: isError set and the structured
+    invalid_input error naming the argument."""
+    result = fake_session.call(tool, arguments)
+    payload = payload_of(result)
+    assert result.is_error, payload
+    assert set(payload) == {"status", "error", "error_code"}, payload
+    assert payload["status"] == "error" and payload["error_code"] == "invalid_input", payload
+    assert payload["error"].startswith("invalid arguments: "), payload
+    named = {"search": "query", "list_documents": "limit", "get_document": "doc_id"}
+    if tool in named and arguments:
+        assert any(name in payload["error"] for name in arguments), payload
+
+
+def test_a_failure_inside_a_tool_is_marked_as_an_error(fake_session: Session) -> None:
+    result = fake_session.call("get_document", {"doc_id": "no-such-document"})
+    assert result.is_error
+    assert payload_of(result)["error_code"] == "not_found"
+
+
+def test_an_unknown_tool_is_a_protocol_error(fake_session: Session) -> None:
+    """MCP: an unknown tool is a JSON-RPC error (invalid params), not a tool result."""
+    with pytest.raises(MCPError) as refused:
+        fake_session.call("drop_everything", {})
+    assert refused.value.error.code == INVALID_PARAMS
+    assert "drop_everything" in refused.value.error.message
     # The session survived every example above and this one.
     assert_clean("list_libraries", fake_session.call("list_libraries", {}))
 
@@ -332,8 +381,8 @@ def _assert_http_clean(response: httpx.Response, allowed: set[int]) -> dict[str,
         return body
     assert body.get("status") == "error" and body.get("error"), body
     assert body.get("error_code") in EXPECTED_CODES, body
-    if response.status_code == 500:
-        assert body["error_code"] in PIPELINE_CODES, body
+    if body["error_code"] == "conversion_timeout":  # the server gave up: its 504, not a 500
+        assert response.status_code == 504, body
     else:
         assert response.status_code in allowed, (response.status_code, body)
     return body
@@ -617,3 +666,54 @@ def test_an_archive_of_damaged_files_is_refused_cleanly(real_gateway: str) -> No
         real_gateway + "/upload", files={"file": ("damaged.zip", buffer.getvalue())}, timeout=120
     )
     _assert_http_clean(response, {413, 422})
+
+
+UPLOAD_MISTAKES = [
+    # (what, file name, bytes, form fields, status, error_code, words in the message)
+    ("a scanned PDF", "MEDRPT.pdf", None, {}, 422, "no_text_extracted", "ingest_content"),
+    ("an empty file", "empty.txt", b"", {}, 422, "no_text_extracted", "text"),
+    ("random bytes named .pdf", "random.pdf", bytes(range(256)) * 64, {}, 422, None, ""),
+    (
+        "an image",
+        "photo.png",
+        b"\x89PNG\r\n\x1a\n" + bytes(64),
+        {},
+        422,
+        "unsupported_format",
+        "OCR",
+    ),
+    ("an empty library", "note.txt", b"hello", {"library": ""}, 400, "invalid_input", "library"),
+]
+
+
+@pytest.mark.parametrize(
+    ("what", "name", "data", "fields", "status", "code", "words"),
+    UPLOAD_MISTAKES,
+    ids=[m[0] for m in UPLOAD_MISTAKES],
+)
+def test_upload_answers_the_callers_mistakes_with_4xx(
+    real_gateway: str,
+    what: str,
+    name: str,
+    data: bytes | None,
+    fields: dict[str, str],
+    status: int,
+    code: str | None,
+    words: str,
+) -> None:
+    if data is None:
+        scan = SHARED_FILES / "markitdown" / "MEDRPT-2024-PAT-3847_medical_report_scan.pdf"
+        if not scan.is_file():
+            pytest.skip(f"shared test files not found at {SHARED_FILES}")
+        data = scan.read_bytes()
+    response = httpx.post(
+        real_gateway + "/upload", files={"file": (name, data)}, data=fields, timeout=120
+    )
+    body = response.json()
+    assert response.status_code == status, (what, body)
+    assert body["status"] == "error" and body["error"], body
+    if code is not None:
+        assert body["error_code"] == code, body
+    else:  # a parser that fails on noise says so one way or another, never as a 5xx
+        assert body["error_code"] in {"conversion_failed", "no_text_extracted"}, body
+    assert words in body["error"], body

@@ -26,6 +26,9 @@ EXPECTED_TOOLS = {
     "delete_document",
     "get_document",
     "server_info",
+    "get_job",
+    "list_jobs",
+    "cancel_job",
 }
 
 

@@ -13,44 +13,17 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
+from libs import SERVER_VERSION
 from libs.clients import IndexClient
-from libs.contracts import Chunk, IndexSearchRequest, NewDocument, UpsertRequest
+from libs.contracts import IndexSearchRequest
 from libs.errors import InvalidInputError, ModelMismatchError, NotFoundError
 from libs.http import RetryPolicy
-from libs.vectors import Matrix, encode
+from libs.vectors import encode
 from services.index.app import create_app
 from services.index.settings import IndexSettings
-from tests.index_helpers import DIM, MODEL, unit_vectors
+from tests.index_helpers import DIM, MODEL, unit_vectors, upsert_request
 
 pytestmark = pytest.mark.integration
-
-
-def document(
-    source: str,
-    texts: list[str],
-    *,
-    library: str = "default",
-    seed: int = 0,
-    model: str = MODEL,
-    vectors: Matrix | None = None,
-) -> UpsertRequest:
-    vectors = unit_vectors(len(texts), seed) if vectors is None else vectors
-    return UpsertRequest(
-        document=NewDocument(
-            source=source,
-            library=library,
-            title=source.upper(),
-            file_type="md",
-            content_hash=f"sha-{seed}",
-            last_modified="",
-            metadata={"seed": seed},
-            markdown="# " + "\n\n".join(texts) + "\n",
-        ),
-        chunks=[Chunk(chunk_index=i, text=t, headings=["Top"]) for i, t in enumerate(texts)],
-        model=model,
-        dim=vectors.shape[1],
-        vectors_b64=encode(vectors),
-    )
 
 
 @asynccontextmanager
@@ -93,9 +66,22 @@ async def test_the_typed_client_drives_every_route(client: IndexClient) -> None:
     assert (await client.lookup("default", "a.md")).document is None
 
     vectors = unit_vectors(2, seed=3)
-    first = await client.upsert(document("a.md", ["Otters hold hands", "Rivers"], vectors=vectors))
-    second = await client.upsert(document("a.md", ["Otters sleep", "Rivers flow"], vectors=vectors))
-    other = await client.upsert(document("b.md", ["Beavers build dams"], library="dam", seed=9))
+    first = await client.upsert(
+        upsert_request("a.md", ["Otters hold hands", "Rivers"], vectors=vectors)
+    )
+    second = await client.upsert(
+        upsert_request(
+            "a.md",
+            ["Otters sleep", "Rivers flow"],
+            vectors=vectors,
+            metadata={"seed": 0},
+            markdown="# Otters sleep\n\nRivers flow\n",
+            headings=["Top"],
+        )
+    )
+    other = await client.upsert(
+        upsert_request("b.md", ["Beavers build dams"], library="dam", seed=9)
+    )
     assert (first.status, second.status, other.status) == ("indexed", "replaced", "indexed")
 
     found = (await client.lookup("default", "a.md")).document
@@ -139,9 +125,9 @@ async def test_the_typed_client_drives_every_route(client: IndexClient) -> None:
 
 
 async def test_typed_errors_cross_the_wire(client: IndexClient) -> None:
-    await client.upsert(document("a.md", ["text"]))
+    await client.upsert(upsert_request("a.md", ["text"]))
     with pytest.raises(ModelMismatchError, match="other/model"):
-        await client.upsert(document("b.md", ["text"], model="other/model"))
+        await client.upsert(upsert_request("b.md", ["text"], model="other/model"))
     with pytest.raises(InvalidInputError, match="unknown filter field 'colour'"):
         await client.search(IndexSearchRequest(query="text", mode="bm25", filter={"colour": "x"}))
     with pytest.raises(InvalidInputError, match="vector_b64"):
@@ -172,11 +158,32 @@ async def test_error_bodies_have_the_mcp_shape_and_status(http: httpx.AsyncClien
     assert bad_filter.status_code == 400
     assert "needs an integer" in bad_filter.json()["error"]
 
-    request = document("a.md", ["text"])
+    request = upsert_request("a.md", ["text"])
     assert (await http.post("/documents", json=request.model_dump())).status_code == 200
-    mismatch = document("b.md", ["text"], model="other")
+    mismatch = upsert_request("b.md", ["text"], model="other")
     conflict = await http.post("/documents", json=mismatch.model_dump())
     assert (conflict.status_code, conflict.json()["error_code"]) == (409, "model_mismatch")
+
+
+async def test_an_invalid_upsert_is_a_400_that_says_what_is_wrong(http: httpx.AsyncClient) -> None:
+    valid = upsert_request("a.md", ["text", "more"]).model_dump()
+    nan = unit_vectors(2, 0)
+    nan[1, 3] = float("nan")
+    cases: list[tuple[dict[str, Any], str]] = [
+        ({"chunks": []}, "needs at least one chunk; nothing was indexed for 'a.md'"),
+        ({"vectors_b64": encode(unit_vectors(1, 0))}, "expected 2 vectors, got 1"),
+        ({"vectors_b64": "not base64!"}, "vectors_b64 is not base64 float32 data"),
+        ({"vectors_b64": encode(nan)}, "NaN or infinite"),
+        ({"document": {**valid["document"], "source": ""}}, "non-empty source and library"),
+        ({"model": ""}, "embedding model name"),
+        ({"dim": 0}, "positive vector width"),
+    ]
+    for change, words in cases:
+        refused = await http.post("/documents", json={**valid, **change})
+        assert refused.status_code == 400, change
+        assert refused.json()["error_code"] == "invalid_input", change
+        assert words in refused.json()["error"], change
+    assert (await http.get("/info")).json()["documents"] == 0
 
 
 async def test_lookup_is_not_taken_for_a_doc_id(http: httpx.AsyncClient) -> None:
@@ -186,7 +193,7 @@ async def test_lookup_is_not_taken_for_a_doc_id(http: httpx.AsyncClient) -> None
 
 
 async def test_oversized_bodies_get_413(http: httpx.AsyncClient) -> None:
-    big: dict[str, Any] = document("a.md", ["text"]).model_dump()
+    big: dict[str, Any] = upsert_request("a.md", ["text"]).model_dump()
     big["document"]["markdown"] = "x" * (300 * 1024)
     declared = await http.post("/documents", json=big)
     assert (declared.status_code, declared.json()["error_code"]) == (413, "too_large")
@@ -204,6 +211,7 @@ async def test_oversized_bodies_get_413(http: httpx.AsyncClient) -> None:
 
 async def test_health_and_readiness(http: httpx.AsyncClient) -> None:
     assert (await http.get("/healthz")).status_code == 200
+    assert (await http.get("/openapi.json")).json()["info"]["version"] == SERVER_VERSION
     ready = await http.get("/readyz")
     assert ready.status_code == 200
     assert ready.json()["status"] == "ready"

@@ -10,7 +10,8 @@ import httpx
 
 from libs.vectors import encode
 from services.index.settings import IndexSettings
-from tests.integration.test_index_api import document, running, unit_vectors
+from tests.index_helpers import unit_vectors, upsert_request
+from tests.integration.test_index_api import running
 
 
 def _value(text: str, name: str, library: str) -> float | None:
@@ -22,7 +23,7 @@ async def test_stored_counts_and_search_time_are_exported(tmp_path: Path) -> Non
     settings = IndexSettings(lancedb_uri=str(tmp_path / "lancedb"))
     async with running(settings) as (_, http):
         for source, library in (("a", "alpha"), ("b", "alpha"), ("c", "beta")):
-            body = document(
+            body = upsert_request(
                 source,
                 [f"{source} one", f"{source} two", f"{source} three"],
                 library=library,

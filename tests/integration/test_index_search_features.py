@@ -18,69 +18,21 @@ import pytest
 from lancedb.index import BTree
 
 from libs.clients import IndexClient
-from libs.contracts import (
-    Chunk,
-    IndexSearchRequest,
-    NewDocument,
-    SearchHit,
-    SearchMode,
-    UpsertRequest,
-)
+from libs.contracts import IndexSearchRequest, SearchHit, SearchMode
 from libs.errors import InvalidInputError, NotFoundError
 from libs.http import RetryPolicy
-from libs.vectors import Matrix, encode
+from libs.modelfiles import count_tokens
+from libs.vectors import encode
 from services.index.app import create_app
 from services.index.core import IndexCore
 from services.index.settings import IndexSettings
-from services.index.store import DOCUMENTS_SCHEMA, FTS_CONFIG, IndexStore
-from services.index.tokens import TokenCounter
-from tests.index_helpers import DIM, MODEL, unit_vectors
+from services.index.store import IndexStore
+from services.index.store.schema import DOCUMENTS_SCHEMA, FTS_CONFIG
+from tests.index_helpers import DIM, MODEL, unit_vectors, upsert_request
 
 pytestmark = pytest.mark.integration
 
 MODES: list[SearchMode] = ["bm25", "vector", "hybrid"]
-
-
-def doc(
-    source: str,
-    texts: list[str],
-    *,
-    seed: int = 0,
-    title: str | None = None,
-    file_type: str = "md",
-    last_modified: str = "2025-06-01T09:00:00+00:00",
-    metadata: dict[str, Any] | None = None,
-    pages: list[int] | None = None,
-    token_counts: list[int] | None = None,
-    markdown: str | None = None,
-    library: str = "default",
-    vectors: Matrix | None = None,
-) -> UpsertRequest:
-    return UpsertRequest(
-        document=NewDocument(
-            source=source,
-            library=library,
-            title=title if title is not None else source,
-            file_type=file_type,
-            content_hash=f"hash-{seed}",
-            last_modified=last_modified,
-            metadata=metadata or {},
-            markdown=markdown if markdown is not None else "\n\n".join(texts),
-        ),
-        chunks=[
-            Chunk(
-                chunk_index=i,
-                text=t,
-                page=(pages or [0] * len(texts))[i],
-                headings=["Top", f"Part {i}"],
-                token_count=(token_counts or [0] * len(texts))[i],
-            )
-            for i, t in enumerate(texts)
-        ],
-        model=MODEL,
-        dim=DIM,
-        vectors_b64=encode(unit_vectors(len(texts), seed) if vectors is None else vectors),
-    )
 
 
 def query(
@@ -104,7 +56,7 @@ async def core(tmp_path: Path) -> AsyncIterator[IndexCore]:
 async def library(core: IndexCore) -> IndexCore:
     """Five documents about walruses that differ in every filterable field."""
     await core.upsert(
-        doc(
+        upsert_request(
             "reports/2023-annual.pdf",
             ["walrus census page one", "walrus census page two", "walrus census page three"],
             seed=1,
@@ -116,7 +68,7 @@ async def library(core: IndexCore) -> IndexCore:
         )
     )
     await core.upsert(
-        doc(
+        upsert_request(
             "notes/walrus.md",
             ["walrus notes", "more walrus notes"],
             seed=2,
@@ -126,7 +78,7 @@ async def library(core: IndexCore) -> IndexCore:
         )
     )
     await core.upsert(
-        doc(
+        upsert_request(
             "odd/100%_a\\b'quote.txt",
             ["walrus with odd characters"],
             seed=3,
@@ -137,7 +89,7 @@ async def library(core: IndexCore) -> IndexCore:
         )
     )
     await core.upsert(
-        doc(
+        upsert_request(
             "slides/deck.pptx",
             ["walrus slide one", "walrus slide two"],
             seed=4,
@@ -149,7 +101,7 @@ async def library(core: IndexCore) -> IndexCore:
         )
     )
     await core.upsert(
-        doc(
+        upsert_request(
             "plain.md",
             ["walrus without metadata"],
             seed=5,
@@ -269,8 +221,10 @@ async def test_injection_attempts_are_values_that_match_nothing(
 
 async def test_filters_are_prefilters_so_top_k_is_exact(core: IndexCore) -> None:
     # 40 chunks rank above the one that the filter keeps: a post-filter would return nothing.
-    await core.upsert(doc("crowd.md", [f"walrus walrus walrus {i}" for i in range(40)], seed=7))
-    await core.upsert(doc("rare.md", ["walrus once"], seed=8, metadata={"keep": "yes"}))
+    await core.upsert(
+        upsert_request("crowd.md", [f"walrus walrus walrus {i}" for i in range(40)], seed=7)
+    )
+    await core.upsert(upsert_request("rare.md", ["walrus once"], seed=8, metadata={"keep": "yes"}))
     for mode in MODES:
         hits = await core.search(query("walrus", mode, top_k=1, filter={"metadata.keep": "yes"}))
         assert [h.source for h in hits.results] == ["rare.md"], mode
@@ -321,9 +275,11 @@ async def test_max_per_document_looks_deeper_when_one_document_fills_the_candida
         index_candidates_per_result=1,
     )
     async with IndexCore(settings) as core:
-        await core.upsert(doc("big.md", ["walrus walrus walrus walrus"] * 30, seed=1))
+        await core.upsert(upsert_request("big.md", ["walrus walrus walrus walrus"] * 30, seed=1))
         for i in range(3):
-            await core.upsert(doc(f"small{i}.md", [f"walrus and other words {i}"], seed=10 + i))
+            await core.upsert(
+                upsert_request(f"small{i}.md", [f"walrus and other words {i}"], seed=10 + i)
+            )
         for mode in MODES:
             capped = await core.search(query("walrus", mode, top_k=4, max_per_document=1))
             assert len(capped.results) == 4, mode
@@ -335,7 +291,9 @@ async def test_max_per_document_looks_deeper_when_one_document_fills_the_candida
 
 async def test_max_tokens_keeps_the_best_results_that_fit_in_order(core: IndexCore) -> None:
     await core.upsert(
-        doc("counted.md", ["walrus a", "walrus b", "walrus c"], seed=1, token_counts=[50, 30, 40])
+        upsert_request(
+            "counted.md", ["walrus a", "walrus b", "walrus c"], seed=1, token_counts=[50, 30, 40]
+        )
     )
     ranked = (await core.search(query("walrus", top_k=10))).results
     counts = [h.token_count for h in ranked]
@@ -363,12 +321,12 @@ async def test_chunks_without_a_token_count_are_counted_with_the_model_tokenizer
     core: IndexCore,
 ) -> None:
     texts = ["The walrus (Odobenus rosmarus) hauls out onto sea ice.", "walrus"]
-    await core.upsert(doc("uncounted.md", texts, seed=1))
-    expected = dict(zip(texts, TokenCounter().count(texts), strict=True))
+    await core.upsert(upsert_request("uncounted.md", texts, seed=1))
+    expected = dict(zip(texts, count_tokens(texts), strict=True))
     result = await core.search(query("walrus", top_k=10))
     assert {h.content: h.token_count for h in result.results} == expected
     assert result.total_tokens == sum(expected.values())
-    assert TokenCounter().count(["ice"]) == [3]  # [CLS] ice [SEP]
+    assert count_tokens(["ice"]) == [3]  # [CLS] ice [SEP]
 
 
 async def test_budget_and_cap_combine(library: IndexCore) -> None:
@@ -385,7 +343,9 @@ async def test_budget_and_cap_combine(library: IndexCore) -> None:
 
 async def test_hybrid_score_is_the_reciprocal_rank_fusion_of_both_legs(core: IndexCore) -> None:
     vectors = unit_vectors(3, 5)
-    await core.upsert(doc("fused.md", ["narwhal tusk", "walrus", "seal"], seed=5, vectors=vectors))
+    await core.upsert(
+        upsert_request("fused.md", ["narwhal tusk", "walrus", "seal"], seed=5, vectors=vectors)
+    )
     request = IndexSearchRequest(
         query="narwhal", vector_b64=encode(vectors[:1]), mode="hybrid", top_k=3
     )
@@ -411,7 +371,14 @@ WINDOW_CHUNKS = [
 
 async def test_get_document_returns_a_window_of_chunks(core: IndexCore) -> None:
     stored = await core.upsert(
-        doc("guide.md", WINDOW_CHUNKS, seed=1, markdown=MARKDOWN, pages=[1, 1, 2, 2])
+        upsert_request(
+            "guide.md",
+            WINDOW_CHUNKS,
+            seed=1,
+            title="guide.md",
+            markdown=MARKDOWN,
+            pages=[1, 1, 2, 2],
+        )
     )
     whole = await core.get(stored.doc_id)
     assert whole.content == MARKDOWN and whole.chunks is None
@@ -446,7 +413,9 @@ async def test_get_document_returns_a_window_of_chunks(core: IndexCore) -> None:
 
 async def test_a_window_whose_chunks_are_not_slices_joins_their_texts(core: IndexCore) -> None:
     stored = await core.upsert(
-        doc("other.md", ["first piece", "second piece"], seed=1, markdown="unrelated text")
+        upsert_request(
+            "other.md", ["first piece", "second piece"], seed=1, markdown="unrelated text"
+        )
     )
     window = await core.get(stored.doc_id, chunk_index=0, context=1)
     assert window.content == "first piece\n\nsecond piece"
@@ -462,7 +431,9 @@ async def test_the_new_parameters_cross_the_wire(tmp_path: Path) -> None:
         client = IndexClient("http://index", transport=transport, policy=RetryPolicy(attempts=1))
         try:
             stored = await client.upsert(
-                doc("wire.md", WINDOW_CHUNKS, seed=1, markdown=MARKDOWN, metadata={"n": 7})
+                upsert_request(
+                    "wire.md", WINDOW_CHUNKS, seed=1, markdown=MARKDOWN, metadata={"n": 7}
+                )
             )
             found = await client.search(
                 query(
@@ -564,22 +535,33 @@ async def test_a_store_from_before_the_filter_columns_is_upgraded_on_open(
             hits = (await core.search(query("walrus", "hybrid", top_k=5, filter=filters))).results
             assert {h.chunk_index for h in hits} == {0, 1}
         counted = await core.search(query("walrus", top_k=5, max_tokens=1000))
-        assert counted.total_tokens == sum(
-            TokenCounter().count(["walrus from before", "second walrus"])
-        )
+        assert counted.total_tokens == sum(count_tokens(["walrus from before", "second walrus"]))
         window = await core.get("old-doc", chunk_index=1, context=1)
         assert window.content == "walrus from before\n\nsecond walrus"
         # New writes go into the upgraded table next to the old rows.
-        await core.upsert(doc("new.md", ["walrus today"], seed=4, metadata={"author": "Alice"}))
+        await core.upsert(
+            upsert_request("new.md", ["walrus today"], seed=4, metadata={"author": "Alice"})
+        )
         hits = await core.search(query("walrus", top_k=10, filter={"metadata.author": "Alice"}))
         assert {h.source for h in hits.results} == {"old.md", "new.md"}
 
     # Opening again finds nothing left to upgrade and keeps the data.
     store = IndexStore(IndexSettings(lancedb_uri=uri))
     try:
-        _, chunks = store._tables()
+        chunks = store.state.chunks
         assert chunks is not None
         assert chunks.count_rows("meta_json IS NULL") == 0
+        # The old rows' token counts were filled on open, with the converter's measure.
+        assert chunks.count_rows("token_count IS NULL") == 0
+        stored = chunks.search().where("doc_id = 'old-doc'").select(["content", "token_count"])
+        rows = stored.limit(None).to_arrow().to_pylist()
+        assert {r["content"]: r["token_count"] for r in rows} == dict(
+            zip(
+                ["walrus from before", "second walrus"],
+                count_tokens(["walrus from before", "second walrus"]),
+                strict=True,
+            )
+        )
         assert chunks.count_rows() == 3
         names = chunks.schema.names
         assert names[-3:] == ["token_count", "meta_json", "meta_list"]

@@ -5,61 +5,30 @@ recovery, and what concurrent readers and writers may see."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import anyio
+import anyio.to_thread
 import numpy as np
 import pyarrow as pa
 import pytest
+from pydantic import ValidationError
 
-from libs.contracts import Chunk, IndexSearchRequest, NewDocument, SearchMode, UpsertRequest
+from libs.contracts import IndexSearchRequest, SearchMode, UpsertRequest
 from libs.errors import InvalidInputError, ModelMismatchError, NotFoundError, StoreError
-from libs.vectors import Matrix, encode
+from libs.vectors import encode
 from services.index.core import IndexCore
 from services.index.settings import IndexSettings
-from services.index.store import PENDING, IndexStore
-from tests.index_helpers import DIM, MODEL, unit_vectors
+from services.index.store import IndexStore, StoreState, Writes, lance, tables
+from services.index.store.rows import chunk_rows, document_row
+from services.index.store.schema import PENDING
+from tests.index_helpers import DIM, MODEL, unit_vectors, upsert_request
 
 pytestmark = pytest.mark.integration
-
-
-def upsert_request(
-    source: str,
-    texts: list[str],
-    *,
-    library: str = "default",
-    seed: int = 0,
-    vectors: Matrix | None = None,
-    markdown: str | None = None,
-    pages: list[int] | None = None,
-    metadata: dict[str, Any] | None = None,
-    file_type: str = "md",
-    model: str = MODEL,
-    dim: int = DIM,
-) -> UpsertRequest:
-    if vectors is None:
-        vectors = unit_vectors(len(texts), seed)
-    return UpsertRequest(
-        document=NewDocument(
-            source=source,
-            library=library,
-            title=f"Title of {source}",
-            file_type=file_type,
-            content_hash=f"hash-{seed}",
-            last_modified="2025-06-01T09:00:00+00:00",
-            metadata=metadata or {},
-            markdown=markdown if markdown is not None else "\n\n".join(texts),
-        ),
-        chunks=[
-            Chunk(chunk_index=i, text=t, page=(pages or [0] * len(texts))[i], headings=["H1"])
-            for i, t in enumerate(texts)
-        ],
-        model=model,
-        dim=dim,
-        vectors_b64=encode(vectors),
-    )
 
 
 def settings_for(path: Path, **overrides: Any) -> IndexSettings:
@@ -210,19 +179,26 @@ async def test_replace_keeps_exactly_one_document_with_only_the_new_chunks(
 
 
 async def test_bad_upserts_are_refused_before_anything_is_written(core: IndexCore) -> None:
-    empty = upsert_request("a", ["x"]).model_copy(update={"chunks": []})
-    with pytest.raises(InvalidInputError, match="at least one chunk"):
-        await core.upsert(empty)
-    short = upsert_request("a", ["x", "y"], vectors=unit_vectors(1, 0))
-    with pytest.raises(InvalidInputError, match="expected 2 vectors"):
-        await core.upsert(short)
-    garbage = upsert_request("a", ["x"]).model_copy(update={"vectors_b64": "not base64!"})
-    with pytest.raises(InvalidInputError):
-        await core.upsert(garbage)
+    # The contract refuses them when the request is built (over HTTP: 400, test_index_api).
+    valid = upsert_request("a", ["x"]).model_dump()
+    with pytest.raises(ValidationError, match="at least one chunk"):
+        UpsertRequest.model_validate({**valid, "chunks": []})
+    with pytest.raises(ValidationError, match="expected 2 vectors"):
+        upsert_request("a", ["x", "y"], vectors=unit_vectors(1, 0))
+    with pytest.raises(ValidationError, match="not base64"):
+        UpsertRequest.model_validate({**valid, "vectors_b64": "not base64!"})
     nan = unit_vectors(1, 0)
     nan[0, 0] = np.nan
-    with pytest.raises(InvalidInputError, match="NaN"):
-        await core.upsert(upsert_request("a", ["x"], vectors=nan))
+    with pytest.raises(ValidationError, match="NaN"):
+        upsert_request("a", ["x"], vectors=nan)
+    with pytest.raises(ValidationError, match="non-empty source and library"):
+        upsert_request("", ["x"])
+    with pytest.raises(ValidationError, match="non-empty source and library"):
+        upsert_request("a", ["x"], library="")
+    with pytest.raises(ValidationError, match="embedding model name"):
+        upsert_request("a", ["x"], model="")
+    with pytest.raises(ValidationError, match="positive vector width"):
+        UpsertRequest.model_validate({**valid, "dim": 0})
     assert (await core.info()).documents == 0
 
 
@@ -236,6 +212,7 @@ async def test_each_mode_finds_the_obvious_match(core: IndexCore) -> None:
             "animals.md",
             ["The quick brown fox jumps", "Penguins swimming in icy water", "Cows graze"],
             vectors=target_vectors,
+            headings=["H1"],
         )
     )
     for i in range(4):
@@ -334,6 +311,26 @@ async def test_search_needs_what_its_mode_uses(core: IndexCore) -> None:
     assert len((await core.search(only_vector)).results) == 1
 
 
+async def test_a_query_vector_must_be_finite_float32_of_the_store_width(
+    core: IndexCore,
+) -> None:
+    await core.upsert(upsert_request("a", ["text"]))
+
+    def vector(data: str) -> IndexSearchRequest:
+        return IndexSearchRequest(query="text", vector_b64=data, mode="vector")
+
+    with pytest.raises(InvalidInputError, match="not base64 float32 data"):
+        await core.search(vector("not base64!"))
+    with pytest.raises(InvalidInputError, match="not base64 float32 data"):
+        await core.search(vector(base64.b64encode(b"12345").decode()))
+    nan = unit_vectors(1, 0)
+    nan[0, 7] = np.inf
+    with pytest.raises(InvalidInputError, match="NaN or infinite"):
+        await core.search(vector(encode(nan)))
+    with pytest.raises(ModelMismatchError, match="100-d"):
+        await core.search(vector(encode(np.ones((1, 100), dtype=np.float32))))
+
+
 async def test_empty_store_searches_return_nothing(core: IndexCore) -> None:
     vector = encode(unit_vectors(1, seed=1))
     for mode in ("bm25", "vector", "hybrid"):
@@ -370,6 +367,30 @@ async def test_the_model_stamp_survives_a_restart(tmp_path: Path) -> None:
             await second.upsert(upsert_request("b", ["text"], model="other"))
 
 
+async def test_tables_another_writer_creates_show_up_and_are_opened_off_the_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings = settings_for(tmp_path, index_read_consistency_s=0)
+    reader = IndexStore(settings)
+    writer = IndexStore(settings)  # another process, in production
+    opened_in: list[int] = []
+    real_open = tables.open_tables
+
+    def open_tables(state: StoreState) -> None:
+        if state is reader.state:
+            opened_in.append(threading.get_ident())
+        real_open(state)
+
+    monkeypatch.setattr(tables, "open_tables", open_tables)
+    assert (await reader.search(bm25("walrus"))).results == []
+    writer.upsert(upsert_request("a.md", ["walrus notes"]))
+    assert [h.source for h in (await reader.search(bm25("walrus"))).results] == ["a.md"]
+    assert (await reader.list_documents(None, 10, 0)).total == 1
+    # The empty store looked for tables on each search, in a worker thread every time.
+    assert len(opened_in) >= 2
+    assert threading.get_ident() not in opened_in
+
+
 # --------------------------------------------------------------- atomicity
 
 
@@ -383,22 +404,27 @@ async def test_concurrent_upserts_of_one_source_end_with_one_document(core: Inde
     assert (await core.info()).chunks == winner.chunk_count == listed[0].chunk_count
 
 
-def test_readers_never_see_both_versions_or_neither(tmp_path: Path) -> None:
-    store = IndexStore(settings_for(tmp_path))
+async def test_readers_never_see_both_versions_or_neither(tmp_path: Path) -> None:
+    # The writer replaces in a worker thread, as the service runs it; searches and listings
+    # are awaited on the loop and lookups run in worker threads, as the service runs them.
+    store = await anyio.to_thread.run_sync(IndexStore, settings_for(tmp_path))
     query_vector = unit_vectors(1, seed=99)
     store.upsert(upsert_request("s.md", ["shared word first"], vectors=query_vector))
     store.upsert(upsert_request("t.md", ["shared word other"], seed=5))
     stop = threading.Event()
     problems: list[str] = []
+    rounds = [0]
 
     def replace() -> None:
-        for i in range(15):
-            texts = ["shared word again"] * (1 + i % 3)
-            vectors = np.repeat(query_vector, len(texts), axis=0)
-            store.upsert(upsert_request("s.md", texts, vectors=vectors))
-        stop.set()
+        try:
+            for i in range(15):
+                texts = ["shared word again"] * (1 + i % 3)
+                vectors = np.repeat(query_vector, len(texts), axis=0)
+                store.upsert(upsert_request("s.md", texts, vectors=vectors))
+        finally:
+            stop.set()
 
-    def read() -> None:
+    async def read() -> None:
         modes: tuple[SearchMode, ...] = ("hybrid", "bm25", "vector")
         i = 0
         while not stop.is_set():
@@ -407,28 +433,29 @@ def test_readers_never_see_both_versions_or_neither(tmp_path: Path) -> None:
             request = IndexSearchRequest(
                 query="shared word", vector_b64=encode(query_vector), mode=mode, top_k=10
             )
-            hits = store.search(request).results
+            hits = (await store.search(request)).results
             doc_ids = {h.doc_id for h in hits if h.source == "s.md"}
             if len(doc_ids) != 1:
                 problems.append(f"{mode} search saw {len(doc_ids)} versions")
-            listed = [d for d in store.list_documents(None, 10, 0).documents if d.source == "s.md"]
+            page = await store.list_documents(None, 10, 0)
+            listed = [d for d in page.documents if d.source == "s.md"]
             if len(listed) != 1:
                 problems.append(f"list saw {len(listed)} versions")
-            if store.lookup("default", "s.md") is None:
+            if await anyio.to_thread.run_sync(store.lookup, "default", "s.md") is None:
                 problems.append("lookup saw no version")
+            rounds[0] += 1
 
-    readers = [threading.Thread(target=read) for _ in range(2)]
-    for thread in readers:
-        thread.start()
-    replace()
-    for thread in readers:
-        thread.join()
+    async with anyio.create_task_group() as readers:
+        readers.start_soon(read)
+        readers.start_soon(read)
+        await anyio.to_thread.run_sync(replace)
     assert problems == []
+    assert rounds[0] > 2  # the readers ran while the versions were being replaced
     assert store.info().documents == 2
 
 
-class _FailingSwap(IndexStore):
-    """A store whose chunk commit fails, as a full disk would make it."""
+class _FailingSwap(Writes):
+    """Writes whose chunk commit fails, as a full disk would make it."""
 
     def swap_chunks(
         self, library: str, source: str, rows: pa.Table, *, replacing: bool = True
@@ -436,7 +463,7 @@ class _FailingSwap(IndexStore):
         raise OSError("No space left on device")
 
 
-class _FailingPublishOnce(IndexStore):
+class _FailingPublishOnce(Writes):
     failures = 0
 
     def publish(self, row: pa.Table) -> None:
@@ -444,6 +471,11 @@ class _FailingPublishOnce(IndexStore):
             self.failures -= 1
             raise OSError("transient I/O error")
         super().publish(row)
+
+
+def failing_publish(store: IndexStore, failures: int) -> None:
+    assert isinstance(store.writes, _FailingPublishOnce)
+    store.writes.failures = failures
 
 
 def pending_rows(path: Path) -> int:
@@ -456,75 +488,77 @@ def pending_rows(path: Path) -> int:
     )
 
 
-def test_a_failed_reingest_leaves_the_old_version(tmp_path: Path) -> None:
+async def test_a_failed_reingest_leaves_the_old_version(tmp_path: Path) -> None:
     IndexStore(settings_for(tmp_path)).upsert(upsert_request("a.md", ["original words"]))
-    failing = _FailingSwap(settings_for(tmp_path))
+    failing = IndexStore(settings_for(tmp_path), writes=_FailingSwap)
     with pytest.raises(StoreError, match="previous version"):
         failing.upsert(upsert_request("a.md", ["replacement words"], seed=1))
     assert pending_rows(tmp_path) == 0
     found = failing.lookup("default", "a.md")
     assert found is not None
     assert failing.get(found.doc_id).content == "original words"
-    assert [h.content for h in failing.search(bm25("words")).results] == ["original words"]
+    hits = (await failing.search(bm25("words"))).results
+    assert [h.content for h in hits] == ["original words"]
 
 
-def test_an_unpublished_version_is_finished_by_the_next_write(tmp_path: Path) -> None:
-    store = _FailingPublishOnce(settings_for(tmp_path))
+async def test_an_unpublished_version_is_finished_by_the_next_write(tmp_path: Path) -> None:
+    store = IndexStore(settings_for(tmp_path), writes=_FailingPublishOnce)
     store.upsert(upsert_request("a.md", ["original words"]))
-    store.failures = 1
+    failing_publish(store, 1)
     with pytest.raises(StoreError, match="completed on the next write"):
         store.upsert(upsert_request("a.md", ["replacement words"], seed=1))
     store.upsert(upsert_request("b.md", ["unrelated"], seed=2))
-    documents = store.list_documents(None, 10, 0).documents
+    documents = (await store.list_documents(None, 10, 0)).documents
     assert sorted(d.source for d in documents) == ["a.md", "b.md"]
     found = store.lookup("default", "a.md")
     assert found is not None and store.get(found.doc_id).content == "replacement words"
     assert pending_rows(tmp_path) == 0
 
 
-def test_a_first_version_whose_publish_failed_is_replaced_not_duplicated(
+async def test_a_first_version_whose_publish_failed_is_replaced_not_duplicated(
     tmp_path: Path,
 ) -> None:
     # A new identity is appended without a merge; once a row of it exists (here a version
     # stored but not listed), the next ingest must go through the replace path.
-    store = _FailingPublishOnce(settings_for(tmp_path))
-    store.failures = 1
+    store = IndexStore(settings_for(tmp_path), writes=_FailingPublishOnce)
+    failing_publish(store, 1)
     with pytest.raises(StoreError, match="completed on the next write"):
         store.upsert(upsert_request("a.md", ["first words"]))
     store.upsert(upsert_request("a.md", ["second words"], seed=1))
-    documents = store.list_documents(None, 10, 0).documents
+    documents = (await store.list_documents(None, 10, 0)).documents
     assert [(d.source, d.chunk_count) for d in documents] == [("a.md", 1)]
-    assert [h.content for h in store.search(bm25("words")).results] == ["second words"]
+    assert [h.content for h in (await store.search(bm25("words"))).results] == ["second words"]
     assert pending_rows(tmp_path) == 0
 
 
-def test_reopening_reconciles_every_interrupted_write(tmp_path: Path) -> None:
+async def test_reopening_reconciles_every_interrupted_write(tmp_path: Path) -> None:
     store = IndexStore(settings_for(tmp_path))
+    writes = store.writes
     kept = store.upsert(upsert_request("kept.md", ["kept words"], seed=1))
     old = store.upsert(upsert_request("swapped.md", ["old words"], seed=2))
     emptied = store.upsert(upsert_request("emptied.md", ["emptied words"], seed=3))
 
     # Crash after step 1: a pending row, no chunks.
     lost = upsert_request("lost.md", ["lost words"], seed=4)
-    store.stage(store.document_row(lost, "lost-doc", "{}"))
+    writes.stage(document_row(lost, "lost-doc", "{}"))
     # Crash after step 2: the new chunks are in, the new row is still pending.
     new = upsert_request("swapped.md", ["new words", "more new words"], seed=5)
-    store.stage(store.document_row(new, "new-doc", "{}"))
-    store.swap_chunks(
-        "default", "swapped.md", store.chunk_rows(new, "new-doc", "{}", unit_vectors(2, 5))
+    writes.stage(document_row(new, "new-doc", "{}"))
+    writes.swap_chunks(
+        "default", "swapped.md", chunk_rows(new, "new-doc", "{}", unit_vectors(2, 5))
     )
     # Crash in a delete, after the chunks went: a live row without chunks.
-    assert store._chunks is not None
-    store._chunks.delete(f"doc_id = '{emptied.doc_id}'")
+    assert store.state.chunks is not None
+    store.state.chunks.delete(f"doc_id = '{emptied.doc_id}'")
     # Orphan chunks: chunks whose document row never got written.
     orphan = upsert_request("orphan.md", ["orphan words"], seed=6)
-    store.swap_chunks(
-        "default", "orphan.md", store.chunk_rows(orphan, "orphan-doc", "{}", unit_vectors(1, 6))
+    writes.swap_chunks(
+        "default", "orphan.md", chunk_rows(orphan, "orphan-doc", "{}", unit_vectors(1, 6))
     )
     store.close()
 
     reopened = IndexStore(settings_for(tmp_path))
-    documents = reopened.list_documents(None, 10, 0).documents
+    documents = (await reopened.list_documents(None, 10, 0)).documents
     assert sorted((d.source, d.doc_id) for d in documents) == [
         ("kept.md", kept.doc_id),
         ("swapped.md", "new-doc"),
@@ -534,7 +568,7 @@ def test_reopening_reconciles_every_interrupted_write(tmp_path: Path) -> None:
         reopened.get(old.doc_id)
     info = reopened.info()
     assert (info.documents, info.chunks) == (2, sum(d.chunk_count for d in documents))
-    hits = reopened.search(bm25("words", top_k=20)).results
+    hits = (await reopened.search(bm25("words", top_k=20))).results
     assert sorted(h.doc_id for h in hits) == sorted([kept.doc_id, "new-doc", "new-doc"])
     assert pending_rows(tmp_path) == 0
     # A second reconcile finds nothing left to do.
@@ -552,19 +586,19 @@ async def test_optimize_folds_new_rows_into_the_text_index(tmp_path: Path) -> No
                 break
             await asyncio.sleep(0.05)
         assert not store.optimize_due()
-        assert store._chunks is not None
-        stats = store._chunks.index_stats("content_idx")
+        assert store.state.chunks is not None
+        stats = store.state.chunks.index_stats("content_idx")
         assert stats is not None and stats.num_unindexed_rows == 0
         assert len((await core.search(bm25("words"))).results) == 2
 
 
-def test_hits_read_again_from_memory_match_the_stored_rows(tmp_path: Path) -> None:
+async def test_hits_read_again_from_memory_match_the_stored_rows(tmp_path: Path) -> None:
     # The second search takes the document columns from memory; both must equal the store.
     store = IndexStore(settings_for(tmp_path))
     store.upsert(upsert_request("a.md", ["alpha words", "beta words"], metadata={"k": 1}))
     store.upsert(upsert_request("b.md", ["gamma words"], seed=1, file_type="pdf"))
-    first = store.search(bm25("words", top_k=5))
-    second = store.search(bm25("words", top_k=5))
+    first = await store.search(bm25("words", top_k=5))
+    second = await store.search(bm25("words", top_k=5))
     assert second == first
     assert {(h.source, h.title, h.file_type) for h in first.results} == {
         ("a.md", "Title of a.md", "md"),
@@ -573,17 +607,17 @@ def test_hits_read_again_from_memory_match_the_stored_rows(tmp_path: Path) -> No
     assert [h.metadata for h in first.results if h.source == "a.md"] == [{"k": 1}, {"k": 1}]
     # A new version is a new doc_id: its hits show its own columns, never the old ones.
     store.upsert(upsert_request("a.md", ["alpha words"], seed=2, metadata={"k": 2}))
-    replaced = [h for h in store.search(bm25("alpha")).results if h.source == "a.md"]
+    replaced = [h for h in (await store.search(bm25("alpha"))).results if h.source == "a.md"]
     assert [h.metadata for h in replaced] == [{"k": 2}]
 
 
-def test_hits_of_remembered_and_new_documents_together(tmp_path: Path) -> None:
+async def test_hits_of_remembered_and_new_documents_together(tmp_path: Path) -> None:
     # The first search remembers a.md only; the second mixes it with b.md, read from the table.
     store = IndexStore(settings_for(tmp_path))
     store.upsert(upsert_request("a.md", ["alpha words"], metadata={"k": 1}))
     store.upsert(upsert_request("b.md", ["gamma words"], seed=1, file_type="pdf"))
-    assert [h.source for h in store.search(bm25("alpha")).results] == ["a.md"]
-    mixed = store.search(bm25("words", top_k=5)).results
+    assert [h.source for h in (await store.search(bm25("alpha"))).results] == ["a.md"]
+    mixed = (await store.search(bm25("words", top_k=5))).results
     assert {(h.source, h.title, h.file_type, str(h.metadata)) for h in mixed} == {
         ("a.md", "Title of a.md", "md", "{'k': 1}"),
         ("b.md", "Title of b.md", "pdf", "{}"),
@@ -609,22 +643,22 @@ class _AlwaysMovingVersion:
 async def test_a_search_that_never_sees_a_still_table_waits_for_the_write_lock(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import services.index.store as store_module
-
     store = IndexStore(settings_for(tmp_path))
     store.upsert(upsert_request("a.md", ["alpha words"]))
     moving: list[_AlwaysMovingVersion] = []
-    real_handle = store_module._async_handle
+    real_handle = lance.async_handle
 
     def handle(table: Any) -> _AlwaysMovingVersion:
         moving.append(_AlwaysMovingVersion(real_handle(table)))
         return moving[-1]
 
-    monkeypatch.setattr(store_module, "_async_handle", handle)
+    monkeypatch.setattr(lance, "async_handle", handle)
     for request in (bm25("alpha"), bm25("alpha")):
-        hits = (await store.search_async(request)).results
+        hits = (await store.search(request)).results
         assert [h.source for h in hits] == ["a.md"]
     # Every attempt saw the version move, then the read ran once more under the lock.
     assert [m.looks for m in moving] == [2 * 3 + 1] * 2
-    # The synchronous entry point (CLI, tests) takes the same way.
-    assert [h.source for h in store.search(bm25("alpha")).results] == ["a.md"]
+    # A document listing, the other read of one version, takes the same way.
+    listed = await store.list_documents(None, 10, 0)
+    assert [d.source for d in listed.documents] == ["a.md"]
+    assert moving[-1].looks == 2 * 3 + 1 and len(moving) == 3

@@ -11,7 +11,7 @@ from libs.contracts import IndexSearchRequest
 from libs.vectors import encode
 from services.index.core import IndexCore
 from services.index.settings import IndexSettings
-from tests.integration.test_index_api import document
+from tests.index_helpers import upsert_request
 
 DIM = 384
 
@@ -50,12 +50,12 @@ async def test_vector_index_is_built_past_the_threshold_and_stays_accurate(
         for d in range(8):
             part = vectors[d * 100 : (d + 1) * 100]
             texts = [f"doc {d} chunk {i}" for i in range(100)]
-            request = document(
+            request = upsert_request(
                 f"src-{d}", texts, library="even" if d % 2 == 0 else "odd", vectors=part
             )
             await core.upsert(request)
             await core.optimize()
-            built = core.store is not None and core.store._vector_partitions > 0
+            built = core.store is not None and core.store.state.ivf_partitions > 0
             assert built == ((d + 1) * 100 >= 600), d
 
         queries = clustered(30, 2)
@@ -69,7 +69,7 @@ async def test_vector_index_is_built_past_the_threshold_and_stays_accurate(
         assert len(odd.results) == 10 and {h.library for h in odd.results} == {"odd"}
 
     async with IndexCore(settings) as reopened:
-        assert reopened.store is not None and reopened.store._vector_partitions > 0
+        assert reopened.store is not None and reopened.store.state.ivf_partitions > 0
         again = await reopened.search(
             IndexSearchRequest(query="", vector_b64=encode(queries[:1]), top_k=5, mode="vector")
         )
@@ -85,11 +85,13 @@ async def test_vector_index_is_built_again_as_the_table_outgrows_its_partitions(
     async with IndexCore(settings) as core:
         for d in range(10):
             part = vectors[d * 300 : (d + 1) * 300]
-            request = document(f"src-{d}", [f"doc {d} chunk {i}" for i in range(300)], vectors=part)
+            request = upsert_request(
+                f"src-{d}", [f"doc {d} chunk {i}" for i in range(300)], vectors=part
+            )
             await core.upsert(request)
             await core.optimize()
             assert core.store is not None
-            seen.append(((d + 1) * 300, core.store._vector_partitions))
+            seen.append(((d + 1) * 300, core.store.state.ivf_partitions))
         # Built at 600 rows with sqrt(600) = 24 partitions; built again once sqrt(rows)
         # reached 48 (2,304 rows), then kept while 48 is more than half of sqrt(rows).
         assert seen == [
@@ -103,4 +105,4 @@ async def test_vector_index_is_built_again_as_the_table_outgrows_its_partitions(
 
     # After a restart the partitions are those recorded at the build, not sqrt(3000) = 54.
     async with IndexCore(settings) as reopened:
-        assert reopened.store is not None and reopened.store._vector_partitions == 48
+        assert reopened.store is not None and reopened.store.state.ivf_partitions == 48

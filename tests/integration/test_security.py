@@ -32,9 +32,10 @@ import pytest
 from libs.clients import ConverterClient
 from libs.http import RetryPolicy
 from services.converter.app import create_app as converter_app
-from services.converter.core import CONVERSIONS
+from services.converter.metrics import CONVERSIONS
 from services.converter.settings import ConverterSettings
-from services.gateway.app import Ports, create_app
+from services.gateway.app import create_app
+from services.gateway.ports import Ports
 from services.gateway.settings import GatewaySettings
 from tests.conftest import REPO, SHARED_FILES, zip_bytes
 from tests.fakes import FakeEmbedder, FakeIndex, fake_ports
@@ -402,8 +403,8 @@ def _bombs() -> dict[str, tuple[str, bytes, int, str]]:
         "many entries": ("many.zip", many, 413, "too_large"),
         "huge expansion": ("bomb.zip", zip_bytes({"zeros.txt": zeros}), 413, "too_large"),
         "nested expansion": ("nested.zip", nested, 413, "too_large"),
-        # The spec's status for a pipeline error; the code says which.
-        "nested too deep": ("deep.zip", deep, 500, "conversion_failed"),
+        # Content that cannot be converted is the caller's to fix: 422, the code says why.
+        "nested too deep": ("deep.zip", deep, 422, "conversion_failed"),
         "office container": (
             "report.docx",
             zip_bytes({"word/document.xml": zeros}),

@@ -6,9 +6,10 @@ from __future__ import annotations
 import pytest
 
 from libs.errors import ConversionError, InvalidInputError, TooLargeError, UnsupportedFormatError
+from libs.formats import CONVERTIBLE_EXTENSIONS
 from services.converter.archive import ArchiveLimits, check_archive
 from services.converter.convert import detect_charset, normalise_text
-from services.converter.formats import SUPPORTED_EXTENSIONS, Route, base_name, route_for
+from services.converter.formats import Route, base_name, route_for
 from services.converter.pdf import Box, _repair_with_boxes, sensible_title
 from tests.conftest import zip_bytes
 
@@ -54,7 +55,7 @@ def test_a_file_name_is_required() -> None:
     with pytest.raises(InvalidInputError):
         route_for("some/dir/")
     assert base_name("a\\b/c d.pdf") == "c d.pdf"
-    assert ".ipynb" in SUPPORTED_EXTENSIONS and ".epub" in SUPPORTED_EXTENSIONS
+    assert ".ipynb" in CONVERTIBLE_EXTENSIONS and ".epub" in CONVERTIBLE_EXTENSIONS
 
 
 def test_charsets_are_detected() -> None:

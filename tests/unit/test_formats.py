@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from libs import formats
-from services.converter.formats import ROUTES, UNAVAILABLE
+from services.converter.formats import ROUTES
 
 
 def test_convertible_extensions_are_exactly_the_converter_routes() -> None:
@@ -11,8 +11,8 @@ def test_convertible_extensions_are_exactly_the_converter_routes() -> None:
 
 
 def test_known_but_unavailable_formats_match() -> None:
-    assert set(UNAVAILABLE) == formats.SUPPORTED_EXTENSIONS - formats.CONVERTIBLE_EXTENSIONS
+    assert set(formats.UNAVAILABLE) == formats.KNOWN_EXTENSIONS - formats.CONVERTIBLE_EXTENSIONS
 
 
 def test_every_spec_extension_is_known() -> None:
-    assert set(formats.SPEC_EXTENSIONS) <= formats.SUPPORTED_EXTENSIONS
+    assert set(formats.SPEC_EXTENSIONS) <= formats.KNOWN_EXTENSIONS

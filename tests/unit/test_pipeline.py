@@ -4,11 +4,17 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
-from libs.errors import ConversionError, InvalidInputError, UnsupportedFormatError
-from services.gateway.pipeline import Pipeline, check_upload_name
+from libs.contracts import EmbedKind, FolderIngestResult, IngestFolderInput
+from libs.errors import ConversionError, InvalidInputError, UnsupportedFormatError, UpstreamError
+from libs.vectors import Matrix
+from services.gateway.folders import FolderIngest
+from services.gateway.library import upload_name
+from services.gateway.pipeline import Pipeline
 from services.gateway.settings import GatewaySettings
 from tests.fakes import FakeConverter, FakeEmbedder, FakeIndex
 
@@ -16,6 +22,11 @@ from tests.fakes import FakeConverter, FakeEmbedder, FakeIndex
 @pytest.fixture
 def parts() -> tuple[FakeConverter, FakeEmbedder, FakeIndex]:
     return FakeConverter(), FakeEmbedder(), FakeIndex()
+
+
+async def folder(pipeline: Pipeline, path: str, **options: Any) -> FolderIngestResult:
+    request = IngestFolderInput(folder=path, library="lib", **options)
+    return await FolderIngest(pipeline).run(request)
 
 
 @pytest.fixture
@@ -84,10 +95,10 @@ async def test_folder_ingest_reports_each_file(pipeline: Pipeline, tmp_path: Pat
     (tmp_path / "photo.jpg").write_bytes(b"\xff\xd8")
     (tmp_path / ".hidden.txt").write_text("not me")
     (tmp_path / "data.bin").write_bytes(b"\x00")
-    result = await pipeline.ingest_folder(str(tmp_path), "lib", {"k": "v"})
+    result = await folder(pipeline, str(tmp_path), metadata={"k": "v"})
     assert result.total_files == 2 and result.indexed == 2 and result.failed == 0
     assert result.ignored_files == [str(tmp_path / "photo.jpg")]
-    flat = await pipeline.ingest_folder(str(tmp_path), "lib", None, recursive=False)
+    flat = await folder(pipeline, str(tmp_path), recursive=False)
     assert flat.total_files == 1 and flat.skipped == 1
 
 
@@ -98,19 +109,19 @@ async def test_folder_errors_do_not_stop_the_batch(
     (tmp_path / "a.txt").write_text("one")
     (tmp_path / "b.txt").write_text("two")
     converter.fail_next = True
-    result = await pipeline.ingest_folder(str(tmp_path), "lib", None, max_concurrency=1)
+    result = await folder(pipeline, str(tmp_path), max_concurrency=1)
     assert result.failed == 1 and result.indexed == 1
     assert result.errors[0].error_code == "conversion_failed"
 
 
 async def test_folder_guards(pipeline: Pipeline, tmp_path: Path) -> None:
-    with pytest.raises(InvalidInputError):
-        await pipeline.ingest_folder(str(tmp_path), "lib", None, max_concurrency=0)
+    with pytest.raises(ValidationError, match="max_concurrency"):
+        await folder(pipeline, str(tmp_path), max_concurrency=0)
     with pytest.raises(Exception, match="not found"):
-        await pipeline.ingest_folder(str(tmp_path / "missing"), "lib", None)
+        await folder(pipeline, str(tmp_path / "missing"))
     (tmp_path / "f.txt").write_text("x")
     with pytest.raises(Exception, match="is a file"):
-        await pipeline.ingest_folder(str(tmp_path / "f.txt"), "lib", None)
+        await folder(pipeline, str(tmp_path / "f.txt"))
 
 
 @pytest.mark.parametrize(
@@ -122,11 +133,41 @@ async def test_folder_guards(pipeline: Pipeline, tmp_path: Path) -> None:
     ],
 )
 def test_upload_names_lose_their_client_paths(raw: str, expected: str) -> None:
-    assert check_upload_name(raw) == expected
+    assert upload_name(raw) == expected
 
 
 def test_upload_names_must_be_supported() -> None:
     with pytest.raises(UnsupportedFormatError, match="supported"):
-        check_upload_name("C:\\tmp\\random.bin")
+        upload_name("C:\\tmp\\random.bin")
     with pytest.raises(InvalidInputError):
-        check_upload_name("C:\\tmp\\")
+        upload_name("C:\\tmp\\")
+
+
+class _FailingOnce(FakeEmbedder):
+    """Fails the `fail_on`-th document batch once, as an embedder that stopped answering."""
+
+    def __init__(self, fail_on: int) -> None:
+        super().__init__()
+        self.fail_on = fail_on
+        self.batches = 0
+
+    async def embed(self, texts: list[str], kind: EmbedKind) -> Matrix:
+        if kind == "document":
+            self.batches += 1
+            if self.batches == self.fail_on:
+                raise UpstreamError("the embedder service is up but did not answer in time")
+        return await super().embed(texts, kind)
+
+
+async def test_batches_embedded_before_a_failure_are_not_embedded_again() -> None:
+    converter, embedder, index = FakeConverter(), _FailingOnce(fail_on=2), FakeIndex()
+    settings = GatewaySettings(_env_file=None, embed_batch_texts=4)  # type: ignore[call-arg]
+    pipeline = Pipeline(settings, converter, embedder, index)
+    text = "\n\n".join(f"paragraph number {i}" for i in range(10))  # 10 chunks: 3 batches
+    with pytest.raises(UpstreamError):
+        await pipeline.ingest_content(text, "long-note", "default", None)
+    assert index.docs == {}  # nothing half-written
+    assert embedder.texts == 4  # the first batch was embedded before the failure
+    result = await pipeline.ingest_content(text, "long-note", "default", None)
+    assert result.status == "indexed" and result.chunk_count == 10
+    assert embedder.texts == 10  # the retry embedded the other 6 only

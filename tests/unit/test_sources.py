@@ -101,3 +101,8 @@ def test_os_errors_while_looking_at_a_path_are_file_access_errors(tmp_path: Path
         read_file(too_long, 100)
     with pytest.raises(FileAccessError, match="cannot look at"):
         scan_folder(too_long, recursive=True)
+
+
+def test_a_home_folder_of_an_unknown_user_is_the_callers_mistake() -> None:
+    with pytest.raises(InvalidInputError, match="home folder"):
+        PathPolicy.from_roots([]).resolve("~no-such-user-here/notes.txt")

@@ -1,0 +1,180 @@
+"""The messages between services: converter, embedder and index requests and responses, and
+the readiness answer every service gives. Vectors travel as base64 float32 (see
+`libs.vectors`), a quarter of the size of JSON numbers.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import Field, field_validator, model_validator
+
+from libs.contracts.fields import (
+    EmbedKind,
+    MaxPerDocument,
+    MaxTokens,
+    Model,
+    Out,
+    SearchMode,
+    TopK,
+)
+from libs.contracts.tools import DocumentInfo
+from libs.errors import InvalidInputError
+from libs.vectors import Matrix, decode
+
+# ------------------------------------------------------------------- converter messages
+
+
+class Chunk(Out):
+    """One piece of a document, small enough for the embedding model to see whole."""
+
+    chunk_index: int
+    text: str
+    page: int = 0
+    headings: list[str] = Field(default_factory=list)
+    token_count: int = 0
+
+
+class ConvertResult(Out):
+    markdown: str
+    title: str
+    file_type: str
+    page_count: int = 0
+    chunks: list[Chunk]
+
+
+class ChunkRequest(Model):
+    markdown: str
+    title: str = ""
+    file_type: str = "md"
+
+
+# --------------------------------------------------------------------- embedder messages
+
+
+class ModelInfo(Out):
+    name: str
+    dim: int
+    max_tokens: int
+
+
+class EmbedRequest(Model):
+    texts: list[str] = Field(max_length=4096)
+    kind: EmbedKind = "document"
+
+
+class EmbedResponse(Out):
+    model: str
+    dim: int
+    count: int
+    vectors_b64: str
+
+
+# ------------------------------------------------------------------------ index messages
+
+
+class NewDocument(Model):
+    source: str
+    library: str
+    title: str
+    file_type: str
+    content_hash: str
+    last_modified: str
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    markdown: str
+
+    @field_validator("source", "library")
+    @classmethod
+    def _identity(cls, value: str) -> str:
+        # (library, source) is the document's identity: dedup and replace key on it.
+        if not value:
+            raise ValueError("a document needs a non-empty source and library")
+        return value
+
+
+class UpsertRequest(Model):
+    """One version of a document for the index, checked here so that every caller (HTTP or
+    in-process) is refused before anything is written.
+
+    `chunks` are as the converter made them: each carries its `token_count`, the chunk's
+    length in the embedding model's tokens with special tokens. A chunk sent with 0 is
+    counted by the index with the same tokenizer (`libs.modelfiles.count_tokens`).
+    `vectors_b64` holds one `dim`-wide float32 vector per chunk, in chunk order.
+    """
+
+    document: NewDocument
+    chunks: list[Chunk]
+    model: str
+    dim: int
+    vectors_b64: str
+
+    @field_validator("model")
+    @classmethod
+    def _model(cls, value: str) -> str:
+        if not value:
+            raise ValueError("upsert needs the embedding model name (EmbedResponse.model)")
+        return value
+
+    @field_validator("dim")
+    @classmethod
+    def _dim(cls, value: int) -> int:
+        if value <= 0:
+            raise ValueError(f"dim must be the model's positive vector width, got {value}")
+        return value
+
+    @model_validator(mode="after")
+    def _chunks_and_vectors(self) -> UpsertRequest:
+        if not self.chunks:
+            raise ValueError(
+                "a document needs at least one chunk; nothing was indexed for "
+                f"{self.document.source!r} (was the text empty?)"
+            )
+        self.vectors()
+        return self
+
+    def vectors(self) -> Matrix:
+        """The decoded vectors, one row per chunk; ValueError says what is wrong with them."""
+        try:
+            vectors = decode(self.vectors_b64, self.dim, len(self.chunks))
+        except InvalidInputError as exc:  # a payload of the wrong size
+            raise ValueError(f"vectors_b64 does not match the chunks: {exc.message}") from exc
+        except ValueError as exc:
+            raise ValueError(f"vectors_b64 is not base64 float32 data: {exc}") from exc
+        if not np.isfinite(vectors).all():
+            raise ValueError("the chunk vectors contain NaN or infinite values")
+        return vectors
+
+
+class UpsertResponse(Out):
+    status: Literal["indexed", "replaced"]
+    doc_id: str
+    chunk_count: int
+
+
+class LookupResponse(Out):
+    document: DocumentInfo | None = None
+
+
+class IndexSearchRequest(Model):
+    query: str
+    vector_b64: str | None = None
+    top_k: TopK = 5
+    library: str | None = None
+    filter: dict[str, Any] | None = None
+    mode: SearchMode = "hybrid"
+    max_tokens: MaxTokens = None
+    max_per_document: MaxPerDocument = None
+
+
+class IndexInfo(Out):
+    uri: str
+    model: str | None
+    dim: int | None
+    documents: int
+    chunks: int
+
+
+class ReadyStatus(Out):
+    status: Literal["ready", "not_ready"]
+    checks: dict[str, str] = Field(default_factory=dict)

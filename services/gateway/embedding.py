@@ -1,0 +1,76 @@
+"""Document embedding for the ingest pipeline: the texts of a document in batches of
+`EMBED_BATCH_TEXTS`, each batch kept once embedded.
+
+A slow or briefly stopped embedder must not throw work away. Each batch is its own call, with
+a time limit that fits its size (`libs.clients.EmbedderClient`) and its own retries; a batch
+that finally fails fails the ingest, but the batches before it stay in a bounded cache keyed by
+model and text (`EMBED_CACHE_TEXTS` vectors, least recently used first out), so the ingest
+tried again embeds only what is left. The same cache spares re-embedding text a new version of
+a document shares with the old one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import OrderedDict
+from typing import Any
+
+import numpy as np
+
+from libs.ports import EmbedderPort
+from libs.vectors import Matrix
+
+Key = tuple[str, bytes]
+
+
+class VectorCache:
+    """Least-recently-used vectors by (model, SHA-256 of the text)."""
+
+    def __init__(self, max_items: int) -> None:
+        self.max_items = max_items
+        self._rows: OrderedDict[Key, np.ndarray[Any, np.dtype[np.float32]]] = OrderedDict()
+
+    @staticmethod
+    def key(model: str, text: str) -> Key:
+        return model, hashlib.sha256(text.encode("utf-8")).digest()
+
+    def get(self, key: Key) -> np.ndarray[Any, np.dtype[np.float32]] | None:
+        row = self._rows.get(key)
+        if row is not None:
+            self._rows.move_to_end(key)
+        return row
+
+    def put(self, key: Key, row: np.ndarray[Any, np.dtype[np.float32]]) -> None:
+        if self.max_items <= 0:
+            return
+        self._rows[key] = row
+        self._rows.move_to_end(key)
+        while len(self._rows) > self.max_items:
+            self._rows.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+
+class DocumentEmbedder:
+    """Embeds a document's chunk texts batch by batch through the embedder port."""
+
+    def __init__(self, embedder: EmbedderPort, batch_texts: int, cache_texts: int) -> None:
+        self.embedder = embedder
+        self.batch_texts = batch_texts
+        self.cache = VectorCache(cache_texts)
+
+    async def embed(self, texts: list[str], model: str, dim: int) -> Matrix:
+        keys = [VectorCache.key(model, text) for text in texts]
+        rows: list[np.ndarray[Any, np.dtype[np.float32]] | None] = [self.cache.get(k) for k in keys]
+        todo = [i for i, row in enumerate(rows) if row is None]
+        for start in range(0, len(todo), self.batch_texts):
+            batch = todo[start : start + self.batch_texts]
+            vectors = await self.embedder.embed([texts[i] for i in batch], "document")
+            for i, vector in zip(batch, vectors, strict=True):
+                row = np.array(vector, dtype=np.float32)
+                self.cache.put(keys[i], row)
+                rows[i] = row
+        if not rows:
+            return np.zeros((0, dim), dtype=np.float32)
+        return np.stack([row for row in rows if row is not None]).astype(np.float32)

@@ -1,0 +1,156 @@
+"""Folder ingest: scan a folder, ingest its files a few at a time, report each file as it
+finishes, stop early when asked, and prune what was deleted.
+
+- `FolderHooks.on_scanned` hears how many files the scan found, `on_file_done` each file's
+  outcome (progress notifications and background jobs are built on these), and
+  `should_stop` is asked before each file starts: a stopped run finishes the files in
+  progress and starts no other (a cancelled job keeps what it did).
+- Prune (`prune=true`): after a complete scan and a run that was not stopped, the library's
+  documents whose source is a file below the folder that no longer exists are deleted. Never
+  after a scan that could not read a subfolder, nor after a stopped run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from libs.contracts import (
+    MAX_LIST_LIMIT,
+    FolderError,
+    FolderIngestResult,
+    IngestFolderInput,
+    IngestResult,
+)
+from libs.errors import MvdbError, NotFoundError
+from libs.telemetry import tell_caller
+from services.gateway.pipeline import Pipeline
+from services.gateway.sources import FolderScan, scan_folder
+
+log = logging.getLogger(__name__)
+
+Outcome = IngestResult | MvdbError
+
+
+@dataclass
+class FolderHooks:
+    on_scanned: Callable[[int], Awaitable[None]] | None = None
+    on_file_done: Callable[[Path, Outcome], Awaitable[None] | None] | None = None
+    should_stop: Callable[[], bool] | None = None
+
+
+class FolderIngest:
+    """`ingest_folder` over a `Pipeline`; see the module docstring."""
+
+    def __init__(self, pipeline: Pipeline) -> None:
+        self.pipeline = pipeline
+
+    def resolve(self, folder: str) -> Path:
+        """The folder as the server reads it (refusing paths outside INGEST_ROOTS)."""
+        return self.pipeline.paths.resolve(folder)
+
+    async def run(
+        self, req: IngestFolderInput, hooks: FolderHooks | None = None
+    ) -> FolderIngestResult:
+        hooks = hooks or FolderHooks()
+        root = self.resolve(req.folder)
+        scan = await asyncio.to_thread(scan_folder, root, req.recursive)
+        if hooks.on_scanned is not None:
+            await hooks.on_scanned(len(scan.files))
+        gate = asyncio.Semaphore(req.max_concurrency)
+        outcomes: dict[Path, Outcome] = {}
+        stopped = False
+
+        async def one(path: Path) -> None:
+            nonlocal stopped
+            async with gate:
+                if hooks.should_stop is not None and hooks.should_stop():
+                    stopped = True
+                    return
+                outcome = await self._file(path, req)
+            outcomes[path] = outcome
+            if hooks.on_file_done is not None:
+                maybe = hooks.on_file_done(path, outcome)
+                if maybe is not None:
+                    await maybe
+
+        await asyncio.gather(*(one(p) for p in scan.files))
+        deleted: list[str] = []
+        if req.prune and not stopped:
+            deleted = await self._prune(root, req.library, scan)
+        done = [p for p in scan.files if p in outcomes]
+        results = [o for p in done if isinstance(o := outcomes[p], IngestResult)]
+        errors = [
+            FolderError(file=str(p), error=o.message, error_code=o.error_code)
+            for p in done
+            if isinstance(o := outcomes[p], MvdbError)
+        ]
+        return FolderIngestResult(
+            folder=str(root),
+            library=req.library,
+            total_files=len(scan.files),
+            indexed=sum(r.status == "indexed" for r in results),
+            replaced=sum(r.status == "replaced" for r in results),
+            skipped=sum(r.status == "skipped" for r in results),
+            failed=len(errors),
+            results=results,
+            errors=errors,
+            ignored_files=[str(p) for p in scan.ignored],
+            deleted=len(deleted),
+            deleted_sources=deleted,
+        )
+
+    async def _file(self, path: Path, req: IngestFolderInput) -> Outcome:
+        try:
+            return await self.pipeline.ingest_file(str(path), req.library, req.metadata)
+        except MvdbError as exc:
+            outcome = exc
+        except Exception as exc:
+            log.exception("folder ingest failed for one file")
+            outcome = MvdbError(f"unexpected error: {type(exc).__name__}: {exc}")
+        fields = {"file": str(path), "error_code": outcome.error_code}
+        log.warning("a file of the folder failed", extra={"fields": fields})
+        await tell_caller("warning", f"{path}: {outcome.message}")
+        return outcome
+
+    async def _prune(self, root: Path, library: str, scan: FolderScan) -> list[str]:
+        """Delete the library's documents from files below `root` that are gone; the sources
+        deleted. Skipped (with a notice) when the scan could not read everything."""
+        if not scan.complete:
+            note = (
+                f"not pruning {root}: {len(scan.unreadable)} subfolder(s) could not be read "
+                f"({scan.unreadable[0]}); deleting documents now could delete ones whose files "
+                "still exist"
+            )
+            log.warning(note)
+            await tell_caller("warning", note)
+            return []
+        index = self.pipeline.index
+        prefix = str(root).rstrip(os.sep) + os.sep
+        candidates: dict[str, str] = {}
+        offset = 0
+        while True:
+            page = await index.list_documents(library, MAX_LIST_LIMIT, offset)
+            for document in page.documents:
+                if document.source.startswith(prefix):
+                    candidates[document.doc_id] = document.source
+            offset += page.count
+            if not page.documents or offset >= page.total:
+                break
+        gone = await asyncio.to_thread(
+            lambda: {d: s for d, s in candidates.items() if not os.path.lexists(s)}
+        )
+        deleted = []
+        for doc_id, source in sorted(gone.items(), key=lambda item: item[1]):
+            try:
+                await index.delete(doc_id)
+            except NotFoundError:
+                continue  # deleted meanwhile by someone else: gone either way
+            deleted.append(source)
+        if deleted:
+            log.info("pruned documents", extra={"fields": {"deleted": len(deleted)}})
+        return deleted

@@ -1,0 +1,143 @@
+"""The LanceDB store of the index service: documents, chunks, hybrid search, crash recovery.
+
+`IndexStore` is the entry point; it holds one `StoreState` (connection, table handles,
+locks, model stamp, caches) and hands it to the modules that do the work:
+
+- `schema`: the tables, their Arrow schemas and the columns each read selects;
+- `rows`: Arrow rows from an `UpsertRequest`, contract objects from rows;
+- `meta`: the model stamp and what the store records about its vector index;
+- `state`: `StoreState` and its caches;
+- `tables`: opening, creating and upgrading the tables (never on an event loop);
+- `ann`: the approximate vector index (build, rebuild, probes) and prewarming;
+- `snapshot`: reads that see one table version, through LanceDB's async API;
+- `lance`: the one reach into LanceDB internals, and why;
+- `ranking`: the search legs, fusion, the cap per document, the token budget;
+- `search`: a search from request to result;
+- `reads`: lookup, get, listings, counts;
+- `writes`: the crash-safe replace protocol and delete;
+- `recovery`: reconcile after a crash;
+- `maintenance`: optimize and when it is due;
+- `jobs`: background jobs' records.
+
+The service is the store's only writer. Blocking methods run in worker threads
+(`services.index.core.IndexCore` does that); `search` and `list_documents` are coroutines
+awaited on the caller's loop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from libs.contracts import (
+    DeleteResult,
+    DocumentInfo,
+    GetDocumentResult,
+    IndexInfo,
+    IndexSearchRequest,
+    JobRecord,
+    ListDocumentsResult,
+    ListLibrariesResult,
+    SearchResult,
+    UpsertRequest,
+    UpsertResponse,
+)
+from services.index.settings import IndexSettings
+from services.index.store import jobs, maintenance, reads, recovery, search, tables
+from services.index.store.meta import ModelStamp
+from services.index.store.recovery import ReconcileReport
+from services.index.store.state import StoreState
+from services.index.store.writes import Writes
+
+__all__ = ["IndexStore", "ModelStamp", "ReconcileReport", "StoreState", "Writes"]
+
+
+class IndexStore:
+    """One LanceDB database. Thread-safe: reads run concurrently, writes take the write lock.
+
+    Building it opens the tables that exist and reconciles after any crash (blocking).
+    `writes` builds the write collaborator; tests pass one whose steps fail.
+    """
+
+    def __init__(
+        self, settings: IndexSettings, *, writes: Callable[[StoreState], Writes] = Writes
+    ) -> None:
+        self.state = StoreState(settings)
+        self.writes = writes(self.state)
+        tables.open_tables(self.state)
+        self.reconcile()
+
+    @property
+    def settings(self) -> IndexSettings:
+        return self.state.settings
+
+    @property
+    def uri(self) -> str:
+        return self.state.uri
+
+    @property
+    def stamp(self) -> ModelStamp | None:
+        return self.state.stamp
+
+    # ---------------------------------------------------------------- coroutines
+
+    async def search(self, request: IndexSearchRequest) -> SearchResult:
+        """Hybrid, vector or BM25 search, awaited on the caller's loop."""
+        return await search.search(self.state, request)
+
+    async def list_documents(
+        self, library: str | None, limit: int, offset: int
+    ) -> ListDocumentsResult:
+        """A page of live documents, newest first, awaited on the caller's loop."""
+        return await reads.list_documents(self.state, library, limit, offset)
+
+    # ----------------------------------------------------- blocking (worker threads)
+
+    def lookup(self, library: str, source: str) -> DocumentInfo | None:
+        return reads.lookup(self.state, library, source)
+
+    def get(
+        self, doc_id: str, chunk_index: int | None = None, context: int = 0
+    ) -> GetDocumentResult:
+        return reads.get(self.state, doc_id, chunk_index, context)
+
+    def list_libraries(self) -> ListLibrariesResult:
+        return reads.list_libraries(self.state)
+
+    def info(self) -> IndexInfo:
+        return reads.info(self.state)
+
+    def upsert(self, request: UpsertRequest) -> UpsertResponse:
+        return self.writes.upsert(request)
+
+    def delete(self, doc_id: str) -> DeleteResult:
+        return self.writes.delete(doc_id)
+
+    def reconcile(self) -> ReconcileReport:
+        return recovery.reconcile(self.writes)
+
+    def optimize_due(self) -> bool:
+        return maintenance.optimize_due(self.state)
+
+    def optimize(self) -> None:
+        maintenance.optimize(self.state)
+
+    def save_job(self, record: JobRecord) -> None:
+        jobs.save(self.state, record)
+
+    def get_job(self, job_id: str) -> JobRecord:
+        return jobs.get(self.state, job_id)
+
+    def list_jobs(self, status: str | None, limit: int) -> list[JobRecord]:
+        return jobs.listing(self.state, status, limit)
+
+    def delete_jobs(self, finished_before: str) -> int:
+        return jobs.delete_finished_before(self.state, finished_before)
+
+    def ping(self) -> str:
+        names = self.state.db.list_tables().tables
+        return f"ok ({len(names)} tables)"
+
+    def close(self) -> None:
+        with self.state.handles_lock:
+            self.state.documents = None
+            self.state.chunks = None

@@ -1,0 +1,109 @@
+"""The approximate vector index over `chunks.vector`: when it is built and built again, how
+many partitions a query probes, and loading the search indexes into Lance's cache.
+
+Below `INDEX_VECTOR_INDEX_MIN_ROWS` vector search is exact. Past it an IVF-SQ index with
+about sqrt(rows) partitions is built; `optimize` folds new rows into it incrementally (rows
+not yet folded are searched exactly). Folding keeps the partitions trained on the rows of the
+build, so they fill up as the table grows: once sqrt(rows) reaches twice their number the
+index is built again (at 10k rows and then 40k, 160k, 640k...), and a probe keeps reading
+between about sqrt(rows) and 2 * sqrt(rows) rows. The partition count is recorded in `meta`,
+since Lance's index statistics do not tell it.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Callable
+
+from lancedb.index import IvfSq
+from lancedb.table import AsyncTable, Table
+
+from services.index.settings import IndexSettings
+from services.index.store import meta
+from services.index.store.state import StoreState
+
+log = logging.getLogger(__name__)
+
+
+async def nprobes(state: StoreState, table: AsyncTable, version: int, where: str | None) -> int:
+    """IVF partitions to probe, 0 while vector search is exact. More when a filter keeps
+    few rows, since the nearest allowed rows may then sit in partitions the default
+    probes miss."""
+    partitions = state.ivf_partitions
+    if not partitions:
+        return 0
+    probes = state.settings.index_vector_nprobes
+    if where:
+        probes = math.ceil(probes / await _selectivity(state, table, version, where))
+    return min(probes, partitions)
+
+
+async def _selectivity(state: StoreState, table: AsyncTable, version: int, where: str) -> float:
+    """Share of rows a filter keeps, counted once per table version and filter."""
+    share = state.selectivity.get(version, where)
+    if share is None:
+        total = max(await table.count_rows(), 1)
+        share = max(await table.count_rows(where), 1) / total
+        state.selectivity.put(version, where, share)
+    return share
+
+
+def partitions_for(rows: int) -> int:
+    return max(16, int(math.sqrt(rows)))
+
+
+def maybe_build(state: StoreState, chunks: Table) -> None:
+    """Build the index past the threshold, or again once the table has outgrown it (see the
+    module docstring). Runs under the write lock, from `optimize`."""
+    rows = chunks.count_rows()
+    if rows < state.settings.index_vector_index_min_rows:
+        return
+    partitions = partitions_for(rows)
+    if state.ivf_partitions and partitions < 2 * state.ivf_partitions:
+        return
+    started = time.perf_counter()
+    chunks.create_index("vector", config=IvfSq(distance_type="cosine", num_partitions=partitions))
+    before, state.ivf_partitions = state.ivf_partitions, partitions
+    meta.record(state.db, meta.IVF_PARTITIONS_KEY, str(partitions))
+    log.info(
+        "rebuilt the approximate vector index" if before else "built the approximate vector index",
+        extra={
+            "fields": {
+                "rows": rows,
+                "partitions": partitions,
+                "previous_partitions": before,
+                "seconds": round(time.perf_counter() - started, 2),
+            }
+        },
+    )
+
+
+def read_partitions(state: StoreState, chunks: Table) -> None:
+    """The partitions of an existing vector index, as recorded in `meta` when it was built;
+    an index from a release that did not record them is taken to have about sqrt(rows)."""
+    for index in chunks.list_indices():
+        if tuple(index.columns) == ("vector",):
+            recorded = meta.values(state.db).get(meta.IVF_PARTITIONS_KEY)
+            state.ivf_partitions = (
+                int(recorded) if recorded else partitions_for(chunks.count_rows())
+            )
+            return
+
+
+def prewarm(settings: IndexSettings, chunks: Table) -> None:
+    """Load the search indexes into Lance's cache when they fit in half of it, so the
+    first searches after a start or an optimize do not read them piece by piece."""
+    try:
+        indexes = [i for i in chunks.list_indices() if i.index_type in ("FTS", "IvfSq")]
+        size = sum(int(getattr(i, "size_bytes", 0) or 0) for i in indexes)
+        if size > settings.index_cache_mb * 1024 * 1024 // 2:
+            return
+        load: Callable[[str], None] | None = getattr(chunks, "prewarm_index", None)
+        if load is None:  # local tables have it
+            return
+        for index in indexes:
+            load(index.name)
+    except Exception:
+        log.warning("could not prewarm the search indexes", exc_info=True)

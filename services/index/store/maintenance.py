@@ -1,0 +1,40 @@
+"""Maintenance: compacting small files and folding new rows into the text and vector
+indexes (`optimize`), due after `INDEX_OPTIMIZE_EVERY_WRITES` writes or
+`INDEX_OPTIMIZE_INTERVAL_S` seconds after the first unoptimized write. Rows not yet folded
+are still searched (exactly), so maintenance only keeps searches fast."""
+
+from __future__ import annotations
+
+import logging
+import time
+from datetime import timedelta
+
+from services.index.store import ann
+from services.index.store.state import StoreState
+
+log = logging.getLogger(__name__)
+
+
+def optimize_due(state: StoreState) -> bool:
+    if state.dirty_since is None:
+        return False
+    if state.writes_since_optimize >= state.settings.index_optimize_every_writes:
+        return True
+    return time.monotonic() - state.dirty_since >= state.settings.index_optimize_interval_s
+
+
+def optimize(state: StoreState) -> None:
+    """Compact small files and fold new rows into the indexes, incrementally; build the
+    vector index when the table has grown enough (`ann.maybe_build`)."""
+    retention = timedelta(seconds=state.settings.index_version_retention_s)
+    with state.write_lock:
+        started = time.perf_counter()
+        for table in (state.documents, state.chunks):
+            if table is not None:
+                table.optimize(cleanup_older_than=retention)
+        if state.chunks is not None:
+            ann.maybe_build(state, state.chunks)
+            ann.prewarm(state.settings, state.chunks)
+        state.writes_since_optimize = 0
+        state.dirty_since = None
+    log.info("optimized the index", extra={"fields": {"seconds": time.perf_counter() - started}})

@@ -1,0 +1,137 @@
+"""Hybrid, vector and BM25 search: a coroutine awaited on the caller's loop.
+
+Nothing here blocks the loop but a filter's compilation and the fusion of at most a few
+hundred candidates; looking for tables another process created, while the store is still
+empty, happens in a worker thread (`tables.tables_async`). The legs, the fusion and the read
+of the picked rows see one table version (`snapshot`), and a hit's document columns come
+from memory for a doc_id seen before (`StoreState.hit_documents`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable
+
+import numpy as np
+from lancedb.table import AsyncTable
+
+from libs.contracts import IndexSearchRequest, SearchResult
+from libs.errors import InvalidInputError
+from libs.vectors import Matrix, decode
+from services.index.errors import StoreModelMismatch
+from services.index.filters import compile_filter
+from services.index.store import ann, ranking, snapshot
+from services.index.store.meta import ModelStamp
+from services.index.store.ranking import Ranked, Row
+from services.index.store.rows import search_hit
+from services.index.store.schema import HIT_CHUNK_COLUMNS, HIT_DOCUMENT_COLUMNS
+from services.index.store.state import StoreState
+from services.index.store.tables import tables_async
+
+# With max_per_document, a search whose candidates hold too few documents asks each leg for
+# this many times more, up to MAX_CANDIDATES, before it returns fewer than top_k results.
+DEEPEN_FACTOR = 4
+MAX_CANDIDATES = 1000
+
+
+async def search(state: StoreState, request: IndexSearchRequest) -> SearchResult:
+    text = request.query.strip()
+    mode = request.mode
+    if mode in ("hybrid", "vector") and not request.vector_b64:
+        raise InvalidInputError(
+            f"search mode {mode!r} needs vector_b64 (the embedded query); "
+            "use mode 'bm25' for a keyword-only search"
+        )
+    if mode == "bm25" and not text:
+        raise InvalidInputError("search mode 'bm25' needs query text")
+    where = compile_filter(request.filter, library=request.library)
+    _, chunks = await tables_async(state)
+    if chunks is None:
+        return SearchResult(results=[])
+    vector = query_vector(request.vector_b64 or "", state.stamp) if mode != "bm25" else None
+    top_k, per_document = request.top_k, request.max_per_document
+    settings = state.settings
+    depth_start = max(settings.index_candidates_min, settings.index_candidates_per_result * top_k)
+    # The legs read row ids and scores, plus doc_id when results are capped per
+    # document; the columns a hit shows are read afterwards for the picked rows alone.
+    rank_columns = ["doc_id"] if per_document is not None else []
+
+    async def read(table: AsyncTable, version: int) -> Ranked:
+        probes = await ann.nprobes(state, table, version, where) if vector is not None else 0
+        depth = depth_start
+        while True:
+            legs: list[Awaitable[list[Row]]] = []
+            if mode != "vector" and text:
+                legs.append(ranking.fts_leg(table, text, where, depth, rank_columns))
+            if vector is not None:
+                legs.append(
+                    ranking.vector_leg(
+                        table,
+                        vector,
+                        where,
+                        depth,
+                        rank_columns,
+                        probes,
+                        settings.index_vector_refine_factor,
+                    )
+                )
+            # Lance runs the two legs side by side on its own threads.
+            ranked_legs = list(await asyncio.gather(*legs))
+            # Hybrid fuses the two legs; the other modes run exactly one leg.
+            ranked = (
+                ranking.fuse(ranked_legs, settings.index_rrf_k)
+                if mode == "hybrid"
+                else ranking.leg_ranking(ranked_legs)
+            )
+            picked = ranking.cap_per_document(ranked, top_k, per_document)
+            exhausted = all(len(leg) < depth for leg in ranked_legs)
+            if len(picked) >= top_k or exhausted or depth >= MAX_CANDIDATES:
+                return await materialize(state, table, picked)
+            depth = min(depth * DEEPEN_FACTOR, MAX_CANDIDATES)
+
+    picked = await snapshot.in_one_version(state, chunks, read)
+    hits = [search_hit(row, score) for row, score in picked]
+    return ranking.within_budget(hits, request.max_tokens)
+
+
+async def materialize(state: StoreState, table: AsyncTable, picked: Ranked) -> Ranked:
+    """The picked candidates with every column a hit shows, in the same order. Document
+    columns come from the per-doc_id cache; only documents not in it are read."""
+    if not picked:
+        return []
+    take = table.take_row_ids([row["_rowid"] for row, _ in picked])
+    rows: list[Row] = (await take.select(HIT_CHUNK_COLUMNS).with_row_id().to_arrow()).to_pylist()
+    documents = state.hit_documents.get_many({row["doc_id"] for row in rows})
+    first_of: dict[str, int] = {}
+    for row in rows:
+        if row["doc_id"] not in documents:
+            first_of.setdefault(row["doc_id"], row["_rowid"])
+    if first_of:
+        take = table.take_row_ids(list(first_of.values()))
+        fetched = await take.select(["doc_id", *HIT_DOCUMENT_COLUMNS]).to_arrow()
+        documents.update(state.hit_documents.remember(fetched.to_pylist()))
+    by_id = {}
+    for row in rows:
+        document = documents.get(row["doc_id"])
+        if document is None:  # the table moved between the two reads: read again
+            continue
+        row.update(document)
+        by_id[row.pop("_rowid")] = row
+    return [(by_id[r["_rowid"]], score) for r, score in picked if r["_rowid"] in by_id]
+
+
+def query_vector(data: str, stamp: ModelStamp | None) -> Matrix:
+    """The query vector as a 1 x dim matrix: invalid_input when `data` is not base64 float32
+    values or holds NaN, model_mismatch when its width is not the store's."""
+    try:
+        values = decode(data, 1)  # every float32 in it, whatever the width
+    except (ValueError, InvalidInputError) as exc:
+        raise InvalidInputError(f"vector_b64 is not base64 float32 data: {exc}") from exc
+    width = values.shape[0]
+    if not width:
+        raise InvalidInputError("vector_b64 holds no float32 values")
+    if stamp is not None and width != stamp.dim:
+        raise StoreModelMismatch(stamp.model, stamp.dim, None, width)
+    if not np.isfinite(values).all():
+        raise InvalidInputError("the query vector contains NaN or infinite values")
+    return values.reshape(1, width)

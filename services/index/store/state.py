@@ -1,0 +1,124 @@
+"""`StoreState`: the one object every part of the store shares. It holds the LanceDB
+connection, the table handles (None until the tables exist), the locks, the model stamp,
+the write bookkeeping maintenance reads, and the caches searches keep. The other modules
+are functions over it; none of them keeps state of its own.
+
+Locks: `write_lock` serialises writes (and the rare read that must wait for them, see
+`snapshot`); `handles_lock` guards opening the tables, which readers may also trigger.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Iterable
+from datetime import timedelta
+from typing import Any
+
+import lancedb
+from lancedb.table import Table
+
+from services.index.settings import IndexSettings
+from services.index.store.meta import ModelStamp
+from services.index.store.schema import HIT_DOCUMENT_COLUMNS
+
+# Enough for every document of a large library; an entry is a few hundred bytes.
+_DOCUMENT_CACHE_SIZE = 20_000
+# Filters are few per deployment; the cache is emptied when it grows past this anyway.
+_SELECTIVITY_CACHE_SIZE = 256
+
+
+class DocumentColumns:
+    """The document-level columns of hits (`HIT_DOCUMENT_COLUMNS`) by doc_id, least recently
+    used first out. A doc_id's row never changes (a replace writes a new doc_id), so an entry
+    never goes stale; a deleted document's entry is dropped only to free the memory."""
+
+    def __init__(self, size: int = _DOCUMENT_CACHE_SIZE) -> None:
+        self._size = size
+        self._entries: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get_many(self, doc_ids: Iterable[str]) -> dict[str, dict[str, Any]]:
+        """The cached entries of those of `doc_ids` that are cached."""
+        found: dict[str, dict[str, Any]] = {}
+        with self._lock:
+            for doc_id in doc_ids:
+                entry = self._entries.get(doc_id)
+                if entry is not None:
+                    self._entries.move_to_end(doc_id)
+                    found[doc_id] = entry
+        return found
+
+    def remember(self, rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        """Keep the document columns of `rows` (each with a doc_id); the entries kept."""
+        entries = {row["doc_id"]: {c: row[c] for c in HIT_DOCUMENT_COLUMNS} for row in rows}
+        with self._lock:
+            for doc_id, entry in entries.items():
+                self._entries[doc_id] = entry
+                self._entries.move_to_end(doc_id)
+            while len(self._entries) > self._size:
+                self._entries.popitem(last=False)
+        return entries
+
+    def forget(self, doc_id: str) -> None:
+        with self._lock:
+            self._entries.pop(doc_id, None)
+
+
+class SelectivityCache:
+    """The share of rows a filter keeps, per (table version, filter)."""
+
+    def __init__(self, size: int = _SELECTIVITY_CACHE_SIZE) -> None:
+        self._size = size
+        self._shares: dict[tuple[int, str], float] = {}
+
+    def get(self, version: int, where: str) -> float | None:
+        return self._shares.get((version, where))
+
+    def put(self, version: int, where: str, share: float) -> None:
+        # Entries of older versions are never asked for again: dropping all is enough.
+        if len(self._shares) >= self._size:
+            self._shares.clear()
+        self._shares[(version, where)] = share
+
+
+class StoreState:
+    """See the module docstring. Building it connects to LanceDB and opens nothing."""
+
+    def __init__(self, settings: IndexSettings) -> None:
+        self.settings = settings
+        self.uri = settings.lancedb_uri
+        # Bounded caches: Lance's defaults let index and manifest caches grow with every
+        # table version a busy ingest writes.
+        session = lancedb.Session(
+            index_cache_size_bytes=settings.index_cache_mb * 1024 * 1024,
+            metadata_cache_size_bytes=settings.index_metadata_cache_mb * 1024 * 1024,
+        )
+        self.db = lancedb.connect(
+            self.uri,
+            read_consistency_interval=timedelta(seconds=settings.index_read_consistency_s),
+            session=session,
+        )
+        self.write_lock = threading.RLock()
+        self.handles_lock = threading.Lock()
+        self.documents: Table | None = None
+        self.chunks: Table | None = None
+        self.stamp: ModelStamp | None = None
+        # When the tables were last looked for (monotonic), for the retry while none exist.
+        self.last_open_attempt = 0.0
+        # Documents whose chunks were committed but whose publish failed: finished first
+        # thing on the next write, so a transient error does not wait for a restart.
+        self.unpublished: set[str] = set()
+        self.writes_since_optimize = 0
+        self.dirty_since: float | None = None
+        # IVF partitions of the vector index, 0 while vector search is exact.
+        self.ivf_partitions = 0
+        self.selectivity = SelectivityCache()
+        self.hit_documents = DocumentColumns()
+
+    def note_write(self) -> None:
+        """Count a committed write, for `maintenance.optimize_due`."""
+        self.writes_since_optimize += 1
+        if self.dirty_since is None:
+            self.dirty_since = time.monotonic()

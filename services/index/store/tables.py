@@ -1,0 +1,159 @@
+"""Opening and creating the tables, and bringing an older chunks table up to this release.
+
+Opening is blocking work (listing tables, upgrading, building the text indexes, loading the
+search indexes into the cache) and never runs on an event loop: the store is built in a
+worker thread, writes and the blocking reads run in worker threads, and the coroutines
+(`search`, `list_documents`) get their handles from `tables_async`, which looks again in a
+worker thread while the store is still empty. That retry is what lets tables another process
+created show up without a restart, at most once every `INDEX_READ_CONSISTENCY_S`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import anyio.to_thread
+import pyarrow as pa
+from lancedb.index import BTree
+from lancedb.table import Table
+
+from libs.errors import MvdbError
+from libs.modelfiles import count_tokens
+from services.index.filters import META_JSON, META_LIST, metadata_columns
+from services.index.store import ann, meta
+from services.index.store.rows import load_metadata
+from services.index.store.schema import (
+    ADDED_CHUNK_FIELDS,
+    CHUNKS,
+    DOCUMENTS,
+    DOCUMENTS_SCHEMA,
+    FTS_CONFIG,
+    META,
+    chunks_schema,
+)
+from services.index.store.state import StoreState
+
+log = logging.getLogger(__name__)
+
+Handles = tuple[Table | None, Table | None]
+
+
+def open_tables(state: StoreState) -> None:
+    """Open whichever tables exist; the first upsert creates the missing ones. A chunks
+    table is upgraded, indexed and prewarmed before any reader gets its handle."""
+    with state.handles_lock:
+        state.last_open_attempt = time.monotonic()
+        names = set(state.db.list_tables().tables)
+        if state.stamp is None and META in names:
+            state.stamp = meta.read_stamp(state.db)
+        if state.documents is None and DOCUMENTS in names:
+            state.documents = state.db.open_table(DOCUMENTS)
+        if state.chunks is None and CHUNKS in names:
+            chunks = state.db.open_table(CHUNKS)
+            upgrade_chunks(chunks)
+            ensure_chunk_indexes(chunks)
+            ann.read_partitions(state, chunks)
+            ann.prewarm(state.settings, chunks)
+            state.chunks = chunks
+
+
+def _open_due(state: StoreState) -> bool:
+    if state.documents is not None and state.chunks is not None:
+        return False
+    return time.monotonic() >= state.last_open_attempt + state.settings.index_read_consistency_s
+
+
+def tables(state: StoreState) -> Handles:
+    """The (documents, chunks) handles, looking for the tables again now and then while the
+    store is empty. Blocking: for worker threads."""
+    if _open_due(state):
+        open_tables(state)
+    return state.documents, state.chunks
+
+
+async def tables_async(state: StoreState) -> Handles:
+    """`tables` for coroutines: the look for new tables runs in a worker thread."""
+    if _open_due(state):
+        await anyio.to_thread.run_sync(tables, state)
+    return state.documents, state.chunks
+
+
+def require_tables(state: StoreState) -> tuple[Table, Table]:
+    documents, chunks = state.documents, state.chunks
+    if documents is None or chunks is None:
+        raise MvdbError("the index tables do not exist yet; the first upsert creates them")
+    return documents, chunks
+
+
+def ensure_tables(state: StoreState, model: str, dim: int) -> tuple[Table, Table]:
+    """Create what is missing for a store of `model`/`dim`, or refuse another model. Runs
+    under the write lock.
+
+    Order matters for crash safety: `meta` first, so a chunks table never exists
+    without the record of which model filled it.
+    """
+    if state.stamp is None or state.documents is None or state.chunks is None:
+        open_tables(state)
+    if state.stamp is None:
+        state.stamp = meta.create_stamp(state.db, model, dim)
+    meta.check_model(state.stamp, model, dim)
+    if state.documents is None:
+        state.documents = state.db.create_table(DOCUMENTS, schema=DOCUMENTS_SCHEMA, exist_ok=True)
+    if state.chunks is None:
+        chunks = state.db.create_table(CHUNKS, schema=chunks_schema(dim), exist_ok=True)
+        ensure_chunk_indexes(chunks)
+        state.chunks = chunks
+    return state.documents, state.chunks
+
+
+def ensure_chunk_indexes(chunks: Table) -> None:
+    present = {tuple(index.columns) for index in chunks.list_indices()}
+    if ("content",) not in present:
+        chunks.create_index("content", config=FTS_CONFIG)
+    if ("doc_id",) not in present:
+        chunks.create_index("doc_id", config=BTree())
+
+
+def upgrade_chunks(chunks: Table) -> None:
+    """Give a chunks table from an older release the columns this one reads, filled.
+
+    Two commits, each safe to interrupt: adding the columns (NULL in old rows), then one
+    merge that fills every row still NULL in one of them: `meta_json` and `meta_list`
+    derived from the `metadata` text the row carries, `token_count` counted with the
+    bundled tokenizer, the measure the converter gives every new chunk (so a budget never
+    meets an uncounted row). Run again on the next open, it finishes whatever a crash left.
+    Costs one filtered pass over the table per open; the rest only while rows are unfilled.
+    """
+    names = set(chunks.schema.names)
+    missing = [field for field in ADDED_CHUNK_FIELDS if field.name not in names]
+    if missing:
+        chunks.add_columns(missing)
+    unfilled = (
+        chunks.search()
+        .where(f"{META_JSON} IS NULL OR token_count IS NULL")
+        .select(["chunk_id", "metadata", "content", "token_count"])
+        .limit(None)
+        .to_arrow()
+    )
+    if not unfilled.num_rows:
+        return
+    derived = [metadata_columns(load_metadata(text)) for text in unfilled["metadata"].to_pylist()]
+    counts: list[int | None] = unfilled["token_count"].to_pylist()
+    uncounted = [i for i, count in enumerate(counts) if count is None]
+    contents = unfilled["content"].to_pylist()
+    for i, count in zip(uncounted, count_tokens([contents[i] for i in uncounted]), strict=True):
+        counts[i] = count
+    update = pa.table(
+        {
+            "chunk_id": unfilled["chunk_id"],
+            "token_count": pa.array(counts, type=pa.int32()),
+            META_JSON: pa.array([d[0] for d in derived], type=pa.json_(pa.utf8())),
+            META_LIST: pa.array([d[1] for d in derived], type=pa.list_(pa.string())),
+        }
+    )
+    chunks.merge_insert("chunk_id").when_matched_update_all().execute(update)
+    log.warning(
+        "filled the columns an older chunks table lacked",
+        extra={"fields": {"rows": unfilled.num_rows, "counted": len(uncounted)}},
+    )

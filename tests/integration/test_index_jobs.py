@@ -1,0 +1,74 @@
+"""Background jobs' records in the index (real LanceDB, the index app over HTTP through the
+typed client): saved, replaced, read, listed newest first and by status, pruned by age, kept
+across a restart of the service, and an unknown id is not_found."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+import pytest
+
+from libs.clients import IndexClient
+from libs.contracts import Job, JobRecord
+from libs.errors import NotFoundError
+from libs.http import RetryPolicy
+from services.index.app import create_app
+from services.index.settings import IndexSettings
+
+pytestmark = pytest.mark.integration
+
+
+def record(
+    job_id: str, created: str, status: str = "queued", finished: str | None = None
+) -> JobRecord:
+    job = Job(
+        job_id=job_id,
+        status=status,  # type: ignore[arg-type]
+        library="lib",
+        folder="/srv/ingest/docs",
+        created_at=created,
+        finished_at=finished,
+    )
+    return JobRecord(job=job, request={"folder": "/srv/ingest/docs", "library": "lib"})
+
+
+async def test_job_records_live_with_the_index(tmp_path: Path) -> None:
+    settings = IndexSettings(lancedb_uri=str(tmp_path / "lancedb"))
+
+    async def with_client(body):  # type: ignore[no-untyped-def]
+        app = create_app(settings)
+        async with app.router.lifespan_context(app):
+            client = IndexClient(
+                "http://index",
+                transport=httpx.ASGITransport(app=app),
+                policy=RetryPolicy(attempts=1),
+            )
+            try:
+                return await body(client)
+            finally:
+                await client.aclose()
+
+    async def first(client: IndexClient) -> None:
+        await client.save_job(record("a", "2026-01-01T00:00:00"))
+        await client.save_job(record("b", "2026-01-02T00:00:00"))
+        running = record("a", "2026-01-01T00:00:00", "running")
+        running.job.processed = 3
+        await client.save_job(running)  # replaced whole, not added
+        assert (await client.get_job("a")).job.processed == 3
+        listed = await client.list_jobs(None, 10)
+        assert [r.job.job_id for r in listed] == ["b", "a"]  # newest first
+        assert [r.job.job_id for r in await client.list_jobs("running", 10)] == ["a"]
+        with pytest.raises(NotFoundError, match="no job with job_id 'nope'"):
+            await client.get_job("nope")
+
+    async def after_restart(client: IndexClient) -> None:
+        assert (await client.get_job("a")).job.status == "running"
+        done = record("b", "2026-01-02T00:00:00", "succeeded", "2026-01-03T00:00:00")
+        await client.save_job(done)
+        assert await client.delete_jobs("2026-01-02T12:00:00") == 0  # finished after it
+        assert await client.delete_jobs("2026-01-04T00:00:00") == 1  # only the finished one
+        assert [r.job.job_id for r in await client.list_jobs(None, 10)] == ["a"]
+
+    await with_client(first)
+    await with_client(after_restart)
