@@ -27,8 +27,9 @@ from services.gateway.api import router
 from services.gateway.auth import OPEN_PATHS, BearerAuthMiddleware
 from services.gateway.hosts import HostCheckMiddleware
 from services.gateway.library import Library
-from services.gateway.oauth import TokenVerifier, challenge, metadata_routes, verifier
+from services.gateway.oauth import TokenVerifier, verifier
 from services.gateway.ports import Ports, PortsFactory, http_ports
+from services.gateway.resource_metadata import challenge, metadata_routes
 from services.gateway.scopes import InsufficientScope
 from services.gateway.settings import GatewaySettings
 from services.gateway.tools import LibraryServer

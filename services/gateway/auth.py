@@ -21,7 +21,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from libs.errors import MvdbError, UnauthorizedError
 from libs.service_app import error_response
-from services.gateway.oauth import METADATA_PATH, InvalidToken, TokenVerifier, challenge
+from services.gateway.oauth import InvalidToken, TokenVerifier
+from services.gateway.resource_metadata import METADATA_PATH, challenge
 from services.gateway.scopes import FULL, READ_ONLY, Grant, require
 from services.gateway.settings import GatewaySettings
 
