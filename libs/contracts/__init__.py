@@ -5,6 +5,7 @@ endpoints' bodies, and each inter-service request and response.
     tools.py      the MCP tools' inputs and outputs
     jobs.py       background jobs: the job, its stored record, the job tools' inputs
     catalog.py    the tool table that publishes them (`TOOLS`)
+    sync.py       a library's manifest of sources and delete by source (folder sync)
     messages.py   converter, embedder and index requests and responses; readiness
 
 Inputs are validated here (ranges, required fields, unknown fields refused), so the MCP server,
@@ -53,6 +54,14 @@ from libs.contracts.messages import (
     UpsertRequest,
     UpsertResponse,
 )
+from libs.contracts.sync import (
+    DeleteSourceInput,
+    ListSourcesInput,
+    SourceEntry,
+    SourceList,
+    decode_cursor,
+    encode_cursor,
+)
 from libs.contracts.tools import (
     DeleteResult,
     DocIdInput,
@@ -96,6 +105,7 @@ __all__ = [
     "ChunkRequest",
     "ConvertResult",
     "DeleteResult",
+    "DeleteSourceInput",
     "DocIdInput",
     "DocumentChunk",
     "DocumentInfo",
@@ -129,6 +139,7 @@ __all__ = [
     "ListDocumentsResult",
     "ListJobsInput",
     "ListLibrariesResult",
+    "ListSourcesInput",
     "LookupResponse",
     "MaxPerDocument",
     "MaxTokens",
@@ -143,8 +154,12 @@ __all__ = [
     "SearchResult",
     "ServerInfoInput",
     "ServerInfoResult",
+    "SourceEntry",
+    "SourceList",
     "ToolContract",
     "UploadInput",
     "UpsertRequest",
     "UpsertResponse",
+    "decode_cursor",
+    "encode_cursor",
 ]

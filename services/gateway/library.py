@@ -24,6 +24,7 @@ import httpx
 from libs import SERVER_NAME, SERVER_VERSION
 from libs.contracts import (
     DeleteResult,
+    DeleteSourceInput,
     DocIdInput,
     FolderIngestResult,
     GetDocumentInput,
@@ -42,6 +43,7 @@ from libs.contracts import (
     ListDocumentsResult,
     ListJobsInput,
     ListLibrariesResult,
+    ListSourcesInput,
     NoInput,
     PathCheck,
     SearchInput,
@@ -49,9 +51,10 @@ from libs.contracts import (
     SearchResult,
     ServerInfoInput,
     ServerInfoResult,
+    SourceList,
     UploadInput,
 )
-from libs.errors import InvalidInputError, MvdbError, PathNotAllowedError
+from libs.errors import InvalidInputError, MvdbError, NotFoundError, PathNotAllowedError
 from libs.formats import CONVERTIBLE_EXTENSIONS, check_convertible
 from libs.service_app import ReadyCheck
 from libs.vectors import encode
@@ -95,6 +98,16 @@ def upload_name(filename: str) -> str:
         raise InvalidInputError("the uploaded file has no usable file name")
     check_convertible(name)
     return name
+
+
+def upload_source(source: str) -> str:
+    """An upload's `source` as given, refused when it could not name a document."""
+    if not source.strip() or any(ord(ch) < 32 for ch in source):
+        raise InvalidInputError(
+            "'source' must be a path-like name without control characters, e.g. "
+            "'Projects/Q3/report.pdf'; omit it to use the file's base name"
+        )
+    return source
 
 
 class Library:
@@ -161,8 +174,11 @@ class Library:
         return await self.folders.run(req, FolderHooks(scanned, file_done))
 
     async def ingest_upload(self, req: UploadInput, call: Call | None = None) -> IngestResult:
+        """The upload's identity is its `source` when given (e.g. 'Projects/Q3/report.pdf'),
+        else the file's base name; the base name's extension picks the converter."""
         name = upload_name(req.filename)
-        return await self._ingest.ingest_bytes(req.data, name, name, req.library, req.metadata)
+        source = name if req.source is None else upload_source(req.source)
+        return await self._ingest.ingest_bytes(req.data, name, source, req.library, req.metadata)
 
     # ------------------------------------------------------------------------- reads
 
@@ -203,6 +219,20 @@ class Library:
 
     async def delete_document(self, req: DocIdInput, call: Call | None = None) -> DeleteResult:
         return await self.ports.index.delete(req.doc_id)
+
+    async def list_sources(self, req: ListSourcesInput, call: Call | None = None) -> SourceList:
+        """A page of the library's manifest: each source with its doc_id and content SHA-256."""
+        return await self.ports.index.list_sources(req.library, req.prefix, req.cursor, req.limit)
+
+    async def delete_source(self, req: DeleteSourceInput, call: Call | None = None) -> DeleteResult:
+        """Delete the document at (library, source)."""
+        found = (await self.ports.index.lookup(req.library, req.source)).document
+        if found is None:
+            raise NotFoundError(
+                f"no document with source {req.source!r} in library {req.library!r}; "
+                f"GET /sources?library={req.library} lists the sources it has"
+            )
+        return await self.ports.index.delete(found.doc_id)
 
     async def server_info(self, req: ServerInfoInput, call: Call | None = None) -> ServerInfoResult:
         transport = (call or self.call).transport
