@@ -23,12 +23,12 @@ $(STAMP): pyproject.toml
 install: $(STAMP) ## Create .venv and install everything (offline model included)
 
 fmt: install ## Format the code
-	$(VENV)/bin/ruff format libs services tests bench
-	$(VENV)/bin/ruff check --fix libs services tests bench
+	$(VENV)/bin/ruff format libs services mcpvectordb_sync tests bench
+	$(VENV)/bin/ruff check --fix libs services mcpvectordb_sync tests bench
 
 lint: install ## Lint (ruff format --check + ruff check)
-	$(VENV)/bin/ruff format --check libs services tests bench
-	$(VENV)/bin/ruff check libs services tests bench
+	$(VENV)/bin/ruff format --check libs services mcpvectordb_sync tests bench
+	$(VENV)/bin/ruff check libs services mcpvectordb_sync tests bench
 
 typecheck: install ## mypy --strict on libs/ and services/
 	$(VENV)/bin/mypy
