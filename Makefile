@@ -7,7 +7,7 @@ UV := $(VENV)/bin/uv
 STAMP := $(VENV)/.installed-stamp
 
 .DEFAULT_GOAL := help
-.PHONY: help install ts-client fmt lint typecheck test test-unit test-integration test-e2e up down status logs bench bench-quality bench-perf bench-load clean
+.PHONY: help install ts-client sync-client fmt lint typecheck test test-unit test-integration test-e2e up down status logs bench bench-quality bench-perf bench-load clean
 
 help: ## List the targets
 	@grep -hE '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -21,6 +21,9 @@ $(STAMP): pyproject.toml
 	@touch $(STAMP)
 
 install: $(STAMP) ## Create .venv and install everything (offline model included)
+
+sync-client: ## Build dist/mcpvectordb-sync.pyz: the folder-sync client as one file (any Python 3.11+)
+	$(PYTHON) -m mcpvectordb_sync.bundle dist/mcpvectordb-sync.pyz
 
 fmt: install ## Format the code
 	$(VENV)/bin/ruff format libs services mcpvectordb_sync tests bench
