@@ -28,9 +28,7 @@ def build(target: Path) -> Path:
             ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "bundle.py"),
         )
         (root / "__main__.py").write_text(MAIN, encoding="utf-8")
-        zipapp.create_archive(
-            root, target, interpreter="/usr/bin/env python3", compressed=True
-        )
+        zipapp.create_archive(root, target, interpreter="/usr/bin/env python3", compressed=True)
     return target
 
 

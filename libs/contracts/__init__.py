@@ -5,6 +5,7 @@ endpoints' bodies, and each inter-service request and response.
     tools.py      the MCP tools' inputs and outputs
     jobs.py       background jobs: the job, its stored record, the job tools' inputs
     catalog.py    the tool table that publishes them (`TOOLS`)
+    resources.py  documents as MCP resources: their URIs and pages
     sync.py       a library's manifest of sources and delete by source (folder sync)
     messages.py   converter, embedder and index requests and responses; readiness
 
@@ -54,6 +55,16 @@ from libs.contracts.messages import (
     UpsertRequest,
     UpsertResponse,
 )
+from libs.contracts.resources import (
+    MARKDOWN,
+    URI_TEMPLATE,
+    DocumentRef,
+    DocumentRefPage,
+    DocumentUriInput,
+    ResourcePageInput,
+    document_uri,
+    parse_document_uri,
+)
 from libs.contracts.sync import (
     DeleteSourceInput,
     ListSourcesInput,
@@ -95,11 +106,13 @@ __all__ = [
     "ACTIVE_STATUSES",
     "DEFAULT_LIBRARY",
     "FILTER_HELP",
+    "MARKDOWN",
     "MAX_CONTEXT_CHUNKS",
     "MAX_LIST_LIMIT",
     "MAX_TOKENS_LIMIT",
     "TOOLS",
     "TOOLS_BY_NAME",
+    "URI_TEMPLATE",
     "WRITE_TOOLS",
     "Chunk",
     "ChunkRequest",
@@ -109,6 +122,9 @@ __all__ = [
     "DocIdInput",
     "DocumentChunk",
     "DocumentInfo",
+    "DocumentRef",
+    "DocumentRefPage",
+    "DocumentUriInput",
     "EmbedKind",
     "EmbedRequest",
     "EmbedResponse",
@@ -148,6 +164,7 @@ __all__ = [
     "NoInput",
     "PathCheck",
     "ReadyStatus",
+    "ResourcePageInput",
     "SearchHit",
     "SearchInput",
     "SearchMode",
@@ -161,5 +178,7 @@ __all__ = [
     "UpsertRequest",
     "UpsertResponse",
     "decode_cursor",
+    "document_uri",
     "encode_cursor",
+    "parse_document_uri",
 ]

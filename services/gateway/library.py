@@ -26,6 +26,9 @@ from libs.contracts import (
     DeleteResult,
     DeleteSourceInput,
     DocIdInput,
+    DocumentRef,
+    DocumentRefPage,
+    DocumentUriInput,
     FolderIngestResult,
     GetDocumentInput,
     GetDocumentResult,
@@ -46,6 +49,7 @@ from libs.contracts import (
     ListSourcesInput,
     NoInput,
     PathCheck,
+    ResourcePageInput,
     SearchInput,
     SearchMode,
     SearchResult,
@@ -53,6 +57,10 @@ from libs.contracts import (
     ServerInfoResult,
     SourceList,
     UploadInput,
+    decode_cursor,
+    document_uri,
+    encode_cursor,
+    parse_document_uri,
 )
 from libs.errors import InvalidInputError, MvdbError, NotFoundError, PathNotAllowedError
 from libs.formats import CONVERTIBLE_EXTENSIONS, check_convertible
@@ -233,6 +241,56 @@ class Library:
                 f"GET /sources?library={req.library} lists the sources it has"
             )
         return await self.ports.index.delete(found.doc_id)
+
+    # ------------------------------------------------------------ documents as resources
+
+    async def list_document_refs(
+        self, req: ResourcePageInput, call: Call | None = None
+    ) -> DocumentRefPage:
+        """A page of every document of every library, by library then source, with its URI."""
+        library, after = decode_cursor(req.cursor, 2) if req.cursor else ("", None)
+        names = sorted(i.library for i in (await self.ports.index.list_libraries()).libraries)
+        refs: list[DocumentRef] = []
+        for name in (n for n in names if n >= library):
+            cursor = encode_cursor(after) if name == library and after is not None else None
+            while len(refs) < req.limit:
+                page = await self.ports.index.list_sources(name, "", cursor, req.limit - len(refs))
+                refs += [
+                    DocumentRef(
+                        uri=document_uri(name, e.doc_id),
+                        library=name,
+                        doc_id=e.doc_id,
+                        source=e.source,
+                        file_type=e.file_type,
+                    )
+                    for e in page.sources
+                ]
+                if page.next_cursor is None:
+                    break
+                cursor = page.next_cursor
+            if len(refs) >= req.limit:
+                last = refs[-1]
+                return DocumentRefPage(
+                    documents=refs, next_cursor=encode_cursor(last.library, last.source)
+                )
+        return DocumentRefPage(documents=refs)
+
+    async def read_document_uri(
+        self, req: DocumentUriInput, call: Call | None = None
+    ) -> GetDocumentResult:
+        """The document a `mcpvectordb://{library}/{doc_id}` URI names; NotFoundError if none."""
+        library, doc_id = parse_document_uri(req.uri)
+        missing = NotFoundError(
+            f"no document {req.uri}: doc_id {doc_id!r} is not in library {library!r} (deleted "
+            "or replaced by a newer version?); resources/list gives the current URIs"
+        )
+        try:
+            document = await self.ports.index.get(doc_id)
+        except NotFoundError as exc:
+            raise missing from exc
+        if document.library != library:
+            raise missing
+        return document
 
     async def server_info(self, req: ServerInfoInput, call: Call | None = None) -> ServerInfoResult:
         transport = (call or self.call).transport

@@ -157,3 +157,39 @@ def test_the_pyz_runs_in_a_clean_environment(
     summary = json.loads(done.stdout)
     assert summary["uploaded"] >= 1 and summary["failed"] == 0
     assert all(s.startswith("Documents/") for s in _manifest(cluster, "pyz"))
+
+
+def test_synced_documents_are_resources(cluster: LocalCluster, folder: Path) -> None:
+    import asyncio
+
+    from mcp import ClientSession
+    from mcp.client.sse import sse_client
+    from mcp.types import PaginatedRequestParams, TextResourceContents
+
+    from libs.contracts import parse_document_uri
+
+    async def go() -> tuple[list[str], str, str]:
+        async with (
+            sse_client(cluster.gateway + "/sse", timeout=30) as (read, write),
+            ClientSession(read, write) as opened,
+        ):
+            await opened.initialize()
+            uris: list[str] = []
+            cursor = None
+            while True:
+                params = PaginatedRequestParams(cursor=cursor)
+                page = await opened.list_resources(params=params)
+                uris += [r.uri for r in page.resources]
+                if (cursor := page.next_cursor) is None:
+                    break
+            mine = next(u for u in uris if parse_document_uri(u)[0] == "synced")
+            [content] = (await opened.read_resource(mine)).contents
+            assert isinstance(content, TextResourceContents)
+            got = await opened.call_tool("get_document", {"doc_id": parse_document_uri(mine)[1]})
+            assert got.structured_content is not None
+            return uris, content.text, got.structured_content["content"]
+
+    uris, text, expected = asyncio.run(go())
+    synced = {parse_document_uri(u)[1] for u in uris if parse_document_uri(u)[0] == "synced"}
+    assert synced == {e["doc_id"] for e in _manifest(cluster).values()}
+    assert text == expected and text
