@@ -3,7 +3,7 @@ real services on loopback (`make bench-sync`, SYNC_ARGS="--files 1000").
 
 The first pass uploads every file (conversion and embedding dominate it); the measured one is
 the next pass, with nothing changed: its time (scan, hashing every file, the manifest pages)
-and the bytes it sends. Prints one JSON object.
+and the bytes it sends and receives. Prints one JSON object.
 """
 
 from __future__ import annotations
@@ -67,6 +67,7 @@ def main(argv: list[str] | None = None) -> int:
                     "unchanged": best.unchanged,
                     "seconds": [s.seconds for s in unchanged],
                     "bytes_sent": best.bytes_sent,
+                    "bytes_received": best.bytes_received,
                     "requests_bytes_per_file": round(best.bytes_sent / args.files, 1),
                 },
             },

@@ -54,6 +54,7 @@ class Summary:
     ignored: int = 0
     dry_run: bool = False
     bytes_sent: int = 0
+    bytes_received: int = 0
     retries: int = 0
     seconds: float = 0.0
 
@@ -100,11 +101,14 @@ class Pass:
 
     def run(self) -> Summary:
         started = time.monotonic()
-        sent_before, retries_before = self.gateway.bytes_sent, self.gateway.retries
+        gateway = self.gateway
+        sent_before, received_before = gateway.bytes_sent, gateway.bytes_received
+        retries_before = gateway.retries
         try:
             self._run()
         finally:
-            self.summary.bytes_sent = self.gateway.bytes_sent - sent_before
+            self.summary.bytes_sent = gateway.bytes_sent - sent_before
+            self.summary.bytes_received = gateway.bytes_received - received_before
             self.summary.retries = self.gateway.retries - retries_before
             self.summary.seconds = round(time.monotonic() - started, 3)
         return self.summary

@@ -7,7 +7,8 @@ One retry policy: connection errors, timeouts, 429 and 5xx are retried with expo
 backoff and jitter (a `Retry-After` the gateway sends is honoured), capped by attempts and by
 total time; a 4xx other than 429 is the caller's mistake and never retried. Error bodies in
 the gateway's shape (`status`, `error`, `error_code`) are read back into `GatewayError`.
-`bytes_sent` counts every request body (and request line and headers) sent.
+`bytes_sent` counts every request (request line, headers, body) sent, `bytes_received` every
+response body read.
 """
 
 from __future__ import annotations
@@ -95,6 +96,7 @@ class Gateway:
         self.timeout_s = timeout_s
         self.policy = policy or RetryPolicy()
         self.bytes_sent = 0
+        self.bytes_received = 0
         self.retries = 0
 
     def request(
@@ -120,7 +122,9 @@ class Gateway:
             self.bytes_sent += _size(method, url, headers, body)
             try:
                 with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
-                    return _json_object(response.read(), url)
+                    raw = response.read()
+                self.bytes_received += len(raw)
+                return _json_object(raw, url)
             except urllib.error.HTTPError as exc:
                 error = _gateway_error(exc)
                 retry_after = _retry_after(exc)
