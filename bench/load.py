@@ -1,6 +1,7 @@
 """Load: concurrent MCP searches while a folder ingest runs, on a private local cluster.
 
-    python -m bench.load [--sessions 20] [--duration 60] [--files 80] [--no-ingest] [--json PATH]
+    python -m bench.load [--sessions 20] [--duration 60] [--files 80] [--no-ingest]
+                         [--background] [--json PATH]
 
 Starts the four services like `make up` (free loopback ports, a temporary var directory
 and LanceDB), indexes a few seed documents so that searches have something to find, then
@@ -12,7 +13,8 @@ Reported: errors (goal: zero: failed calls, error results, sessions that could n
 searches done and per second, search latency p50/p95/p99/max as the client sees it (query
 embedding included), and ingest progress during the window (files done of total, chunks
 indexed per second), with the machine's load average before and after, since other work on
-the machine weighs on every figure. `--no-ingest` runs the searches alone, for comparison.
+the machine weighs on every figure. `--no-ingest` runs the searches alone, for comparison;
+`--background` runs the folder as a background job (followed with `GET /jobs/{id}`).
 """
 
 from __future__ import annotations
@@ -149,12 +151,28 @@ async def sample_progress(
             await asyncio.sleep(min(1.0, max(0.0, deadline - now)))
 
 
-async def run_ingest(cluster: LocalCluster, folder: Path, concurrency: int) -> dict[str, Any]:
-    request = {"folder": str(folder), "library": FOLDER_LIBRARY, "max_concurrency": concurrency}
+async def run_ingest(
+    cluster: LocalCluster, folder: Path, concurrency: int, background: bool
+) -> dict[str, Any]:
+    """The folder ingest: one call that returns when it is done, or (`background`) a job
+    followed with GET /jobs/{id} until it ends. Its result or final job, with the HTTP status
+    and the seconds it took."""
+    request = {
+        "folder": str(folder),
+        "library": FOLDER_LIBRARY,
+        "max_concurrency": concurrency,
+        "background": background,
+    }
     started = time.monotonic()
     async with httpx.AsyncClient(timeout=httpx.Timeout(None, connect=10)) as client:
         response = await client.post(cluster.gateway + "/ingest_folder", json=request)
-    body: dict[str, Any] = response.json()
+        body: dict[str, Any] = response.json()
+        while background and response.status_code == 200:
+            response = await client.get(f"{cluster.gateway}/jobs/{body['job_id']}")
+            body = response.json()
+            if body.get("status") not in ("queued", "running"):
+                break
+            await asyncio.sleep(1.0)
     body["_status"] = response.status_code
     body["_seconds"] = time.monotonic() - started
     return body
@@ -195,7 +213,9 @@ async def load(cluster: LocalCluster, args: argparse.Namespace, workdir: Path) -
     deadline = opened + args.duration
     ingest = None
     if not args.no_ingest:
-        ingest = asyncio.create_task(run_ingest(cluster, folder, args.ingest_concurrency))
+        ingest = asyncio.create_task(
+            run_ingest(cluster, folder, args.ingest_concurrency, args.background)
+        )
     await asyncio.gather(
         sample_progress(cluster, opened, deadline, progress),
         *(
@@ -243,6 +263,7 @@ async def load(cluster: LocalCluster, args: argparse.Namespace, workdir: Path) -
         },
         "seed_chunks": seed_chunks,
         "ingest_running": not args.no_ingest,
+        "ingest_as_job": args.background,
         # Other work on the machine shows here; the figures are only comparable between runs
         # on a similarly loaded machine.
         "load_average_1m": {"before": round(load_before, 2), "after": round(os.getloadavg()[0], 2)},
@@ -259,6 +280,8 @@ def report(result: dict[str, Any]) -> str:
         else "still running at the end"
     )
     during = "while a folder ingest runs" if result["ingest_running"] else "(no ingest)"
+    if result["ingest_running"] and result.get("ingest_as_job"):
+        during = "while a background folder job runs"
     load = result["load_average_1m"]
     lines = [
         f"{result['sessions']} MCP SSE sessions searching for {result['duration_s']} s "
@@ -287,6 +310,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ingest-concurrency", type=int, default=4)
     parser.add_argument(
         "--no-ingest", action="store_true", help="searches only, for comparison (no folder ingest)"
+    )
+    parser.add_argument(
+        "--background",
+        action="store_true",
+        help="run the folder ingest as a background job (ingest_folder background=true)",
     )
     parser.add_argument("--seed-docs", type=int, default=10)
     parser.add_argument("--seed", type=int, default=7)

@@ -12,6 +12,12 @@
 #   - kubernetes-validate      schema validation of the manifests, into .venv
 # A tool that cannot be installed (no root for apt, no registry) is reported and its tests skip
 # with the reason; nothing here fails `make test` for that.
+#
+# The container tier (`test-containers`, tests/deploy/test_containers.py) needs Docker:
+# `container-tools` installs Debian's docker.io, docker-compose (1.29.2, with Debian's
+# docker-py: the PyPI one fails against docker-py 7) and mmdebstrap (no image registry is
+# reachable, so the tests build their Python base image from Debian packages). The tests start
+# dockerd themselves when it is not running (root only) and stop it again afterwards.
 
 DEPLOY_TOOLS := var/deploy-tools
 COMPOSE_VENV := $(DEPLOY_TOOLS)/compose
@@ -22,7 +28,12 @@ APT_GET := $(if $(filter 0,$(shell id -u)),,sudo -n) apt-get
 IMAGE_TAG ?= local
 DEPLOY_SERVICES := converter embedder index gateway
 
-.PHONY: deploy-tools deploy-apt-tools deploy-validate test-deploy compose-config k3s-render images
+# Compose for `compose-up` / `compose-down`: the v2 plugin where there is one, else v1.
+COMPOSE ?= $(shell docker compose version >/dev/null 2>&1 && echo 'docker compose' || echo docker-compose)
+COMPOSE_WAIT_S ?= 300
+
+.PHONY: deploy-tools deploy-apt-tools deploy-validate test-deploy compose-config k3s-render images \
+	container-tools test-containers compose-up compose-down
 
 deploy-tools: install deploy-apt-tools $(COMPOSE_STAMP) ## Install the deployment check tools (prometheus, kubectl, docker-compose, hadolint, kubernetes-validate)
 	@$(PY) -c 'import kubernetes_validate' 2>/dev/null \
@@ -53,11 +64,29 @@ $(COMPOSE_STAMP):
 		&& touch $@ \
 		|| echo "deploy-tools: docker-compose install failed (see $(DEPLOY_TOOLS)/compose-install.log); its tests will skip" >&2
 
+# Debian packages only, and only what is missing; apt-get update only then (it is the slow part).
+container-tools: ## Install Docker, docker-compose and mmdebstrap from Debian when missing (root)
+	@missing=""; \
+	command -v dockerd >/dev/null || [ -x /usr/sbin/dockerd ] || missing="$$missing docker.io"; \
+	[ -x /usr/bin/docker-compose ] || missing="$$missing docker-compose"; \
+	command -v mmdebstrap >/dev/null || missing="$$missing mmdebstrap"; \
+	if [ -n "$$missing" ]; then \
+		mkdir -p $(DEPLOY_TOOLS); \
+		echo "container-tools: apt-get install$$missing"; \
+		( $(APT_GET) update -q && DEBIAN_FRONTEND=noninteractive $(APT_GET) install -y -q \
+			--no-install-recommends $$missing ) >$(DEPLOY_TOOLS)/apt-containers.log 2>&1 \
+		|| echo "container-tools: apt-get install$$missing failed (see $(DEPLOY_TOOLS)/apt-containers.log); the container tests will skip and say why" >&2; \
+	fi
+
 test-deploy: deploy-tools ## Deployment checks: compose, Dockerfile, k3s manifests, Prometheus end to end
-	$(PY) -m pytest -q -p no:cacheprovider tests/deploy
+	$(PY) -m pytest -q -p no:cacheprovider tests/deploy --ignore=tests/deploy/test_containers.py
+
+test-containers: install deploy-tools container-tools ## Build the four images, run the compose cluster, e2e against it
+	$(PY) -m pytest -q -rs -p no:cacheprovider tests/deploy/test_containers.py
 
 deploy-validate: deploy-tools ## The offline deployment checks without the Prometheus end-to-end run
-	$(PY) -m pytest -q -p no:cacheprovider tests/deploy --ignore=tests/deploy/test_prometheus_e2e.py
+	$(PY) -m pytest -q -p no:cacheprovider tests/deploy --ignore=tests/deploy/test_prometheus_e2e.py \
+		--ignore=tests/deploy/test_containers.py
 
 compose-config: deploy-tools ## Render docker-compose.yml (with the monitoring profile) as compose sees it
 	$(DOCKER_COMPOSE) -f docker-compose.yml --profile monitoring config
@@ -65,8 +94,18 @@ compose-config: deploy-tools ## Render docker-compose.yml (with the monitoring p
 k3s-render: ## Render deploy/k3s with kustomize (what `kubectl apply -k deploy/k3s` would apply)
 	$(KUBECTL) kustomize deploy/k3s
 
-images: ## Build the four images mcpvectordb/<service>:$(IMAGE_TAG) (needs Docker)
+PYTHON_IMAGE ?= python:3.11-slim
+
+images: ## Build the four images mcpvectordb/<service>:$(IMAGE_TAG) on $(PYTHON_IMAGE) (needs Docker)
 	@for s in $(DEPLOY_SERVICES); do \
-		echo "docker build --target $$s -t mcpvectordb/$$s:$(IMAGE_TAG) ."; \
-		docker build --target $$s -t mcpvectordb/$$s:$(IMAGE_TAG) . || exit 1; \
+		echo "docker build --target $$s --build-arg PYTHON_IMAGE=$(PYTHON_IMAGE) -t mcpvectordb/$$s:$(IMAGE_TAG) ."; \
+		docker build --target $$s --build-arg PYTHON_IMAGE=$(PYTHON_IMAGE) \
+			-t mcpvectordb/$$s:$(IMAGE_TAG) . || exit 1; \
 	done
+
+compose-up: ## docker compose up -d --build; returns once every container is healthy (= ready)
+	$(COMPOSE) up -d --build
+	@$(PYTHON) deploy/docker/wait_ready.py --timeout $(COMPOSE_WAIT_S) -- $(COMPOSE)
+
+compose-down: ## Stop the compose cluster (the data volume stays)
+	$(COMPOSE) down

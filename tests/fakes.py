@@ -9,11 +9,13 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import uuid
-from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
 from datetime import UTC, datetime
+from typing import Any
 
 import numpy as np
+import pytest
 
 from libs.contracts import (
     Chunk,
@@ -294,3 +296,23 @@ def fake_ports(
         yield Ports(FakeConverter(), embedder or FakeEmbedder(), FakeIndex())
 
     return factory
+
+
+@contextmanager
+def fake_gateway(
+    tmp_path_factory: pytest.TempPathFactory,
+    embedder: FakeEmbedder | None = None,
+    **settings: Any,
+) -> Iterator[str]:
+    """The real gateway app on a real loopback socket, over the fakes above; its URL. Settings
+    not given are the defaults, read from no environment file."""
+    gateway_settings = GatewaySettings(
+        _env_file=None,  # type: ignore[call-arg]
+        var_dir=tmp_path_factory.mktemp("var"),
+        **settings,
+    )
+    from services.gateway.app import create_app  # the app, not only its ports
+    from tests.servers import serve
+
+    with serve(create_app(gateway_settings, fake_ports(embedder))) as url:
+        yield url

@@ -8,7 +8,6 @@ rest reads its rendered output, so what is asserted is what compose would run.
 from __future__ import annotations
 
 import re
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +20,7 @@ from services.embedder.settings import EmbedderSettings
 from services.gateway.settings import GatewaySettings
 from services.index.settings import IndexSettings
 from tests.conftest import REPO
-from tests.deploy.conftest import run
+from tests.deploy.conftest import compose_config, compose_project, run
 
 COMPOSE_FILE = REPO / "docker-compose.yml"
 ENV_EXAMPLE = REPO / ".env.example"
@@ -29,29 +28,9 @@ SERVICES = ("converter", "embedder", "index", "gateway")
 SETTINGS = (CommonSettings, ConverterSettings, EmbedderSettings, IndexSettings, GatewaySettings)
 
 
-def _project(tmp_path: Path, env: str | None = None) -> Path:
-    """A copy of the compose file in an empty folder, so that a developer's own .env (which
-    compose reads from the project folder) cannot change what is checked."""
-    shutil.copy(COMPOSE_FILE, tmp_path / "docker-compose.yml")
-    if env is not None:
-        (tmp_path / ".env").write_text(env)
-    return tmp_path
-
-
-def _config(docker_compose: str, project: Path, *extra: str) -> dict[str, Any]:
-    result = run(
-        [docker_compose, "-f", "docker-compose.yml", *extra, "config"],
-        cwd=project,
-        env={"PATH": "/usr/bin:/bin"},  # no COMPOSE_* or setting variables from the caller
-    )
-    assert result.returncode == 0, f"docker-compose config failed:\n{result.stderr}"
-    rendered: dict[str, Any] = yaml.safe_load(result.stdout)
-    return rendered
-
-
 @pytest.fixture(scope="module")
 def rendered(docker_compose: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    return _config(docker_compose, _project(tmp_path_factory.mktemp("compose")))
+    return compose_config(docker_compose, compose_project(tmp_path_factory.mktemp("compose")))
 
 
 def _env_example() -> dict[str, tuple[str, bool]]:
@@ -68,9 +47,9 @@ def _env_example() -> dict[str, tuple[str, bool]]:
 def test_config_is_valid_with_and_without_the_monitoring_profile(
     docker_compose: str, tmp_path: Path
 ) -> None:
-    project = _project(tmp_path)
-    plain = _config(docker_compose, project)
-    monitoring = _config(docker_compose, project, "--profile", "monitoring")
+    project = compose_project(tmp_path)
+    plain = compose_config(docker_compose, project)
+    monitoring = compose_config(docker_compose, project, "--profile", "monitoring")
     assert set(SERVICES) <= set(plain["services"])
     assert "prometheus" in monitoring["services"]
     # Prometheus is opt-in: only the monitoring profile starts it.
@@ -83,7 +62,7 @@ def test_env_example_is_valid_and_changes_nothing(
     docker_compose: str, rendered: dict[str, Any], tmp_path: Path
 ) -> None:
     """Copying .env.example to .env must give exactly the defaults: the file documents them."""
-    with_env = _config(docker_compose, _project(tmp_path, ENV_EXAMPLE.read_text()))
+    with_env = compose_config(docker_compose, compose_project(tmp_path, ENV_EXAMPLE.read_text()))
     for name in SERVICES:
         assert (
             with_env["services"][name]["environment"] == (rendered["services"][name]["environment"])
@@ -115,7 +94,9 @@ def test_compose_defaults_match_env_example() -> None:
 def test_only_the_gateway_and_prometheus_are_published_and_only_on_loopback(
     docker_compose: str, tmp_path: Path
 ) -> None:
-    monitoring = _config(docker_compose, _project(tmp_path), "--profile", "monitoring")
+    monitoring = compose_config(
+        docker_compose, compose_project(tmp_path), "--profile", "monitoring"
+    )
     services = monitoring["services"]
     published = {name: s["ports"] for name, s in services.items() if "ports" in s}
     assert set(published) == {"gateway", "prometheus"}
@@ -200,3 +181,42 @@ def test_prometheus_entrypoint_writes_the_first_read_only_token(
     result = run(["/bin/sh", "-c", script], env={"READ_ONLY_TOKEN": tokens})
     assert result.returncode == 0, result.stderr
     assert token_file.read_text() == written
+
+
+def test_containers_run_read_only_with_scratch_in_memory(rendered: dict[str, Any]) -> None:
+    """Nothing is written into an image at run time: VAR_DIR (= HOME) and /tmp are tmpfs,
+    the store is the index's volume. (The container tier runs them this way.)"""
+    for name in SERVICES:
+        service = rendered["services"][name]
+        assert service["read_only"] is True, name
+        scratch = {entry.split(":")[0] for entry in service["tmpfs"]}
+        assert scratch == {"/tmp", "/app/var"}, name
+        var = next(e for e in service["tmpfs"] if e.startswith("/app/var:"))
+        assert "uid=10001" in var, "writable by the images' USER"
+        assert service["cap_drop"] == ["ALL"], name
+
+
+def test_the_ingest_folder_is_mounted_where_ingest_roots_points(
+    docker_compose: str, tmp_path: Path
+) -> None:
+    """ingest_folder works out of the box: the host folder (INGEST_HOST_DIR, default ./ingest
+    beside the compose file) is the gateway's only readable root, read-only."""
+    for env, host_dir in (("", tmp_path / "ingest"), ("INGEST_HOST_DIR=/srv/docs\n", "/srv/docs")):
+        gateway = compose_config(docker_compose, compose_project(tmp_path, env))["services"][
+            "gateway"
+        ]
+        roots = gateway["environment"]["INGEST_ROOTS"].split(":")
+        mounts = gateway["volumes"]
+        assert mounts == [f"{host_dir}:{roots[0]}:ro"], mounts
+    for name in ("converter", "embedder", "index"):
+        assert (
+            "INGEST_ROOTS"
+            not in compose_config(docker_compose, compose_project(tmp_path))["services"][name][
+                "environment"
+            ]
+        )
+
+
+def test_images_build_on_the_configured_python_base(rendered: dict[str, Any]) -> None:
+    for name in SERVICES:
+        assert rendered["services"][name]["build"]["args"] == {"PYTHON_IMAGE": "python:3.11-slim"}

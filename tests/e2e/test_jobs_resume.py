@@ -20,7 +20,7 @@ import pytest
 
 from services.entrypoints.cluster import LocalCluster, running
 from tests.conftest import REPO
-from tests.e2e.conftest import cluster_env
+from tests.e2e.conftest import cluster_env, restart
 from tests.mcp_client import sse_tools
 
 pytestmark = pytest.mark.e2e
@@ -80,15 +80,7 @@ def test_a_job_resumes_after_its_gateway_is_killed(job_cluster: LocalCluster) ->
     assert pid is not None
     os.killpg(pid, signal.SIGKILL)
     time.sleep(1.0)
-    restarted = subprocess.run(
-        [sys.executable, "-m", "services.entrypoints.cluster", "up", "--wait", "240"],
-        cwd=REPO,
-        env=job_cluster.env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert restarted.returncode == 0, restarted.stdout + restarted.stderr
+    restart(job_cluster)
 
     deadline = time.monotonic() + 300
     while (job := _job(job_cluster, job_id))["status"] in ("queued", "running"):
@@ -110,3 +102,51 @@ def test_a_job_resumes_after_its_gateway_is_killed(job_cluster: LocalCluster) ->
     listing = asyncio.run(documents())
     assert listing["total"] == FILES
     assert len({d["source"] for d in listing["documents"]}) == FILES
+
+
+def _follow_with_cli(cluster: LocalCluster, library: str, *extra: str) -> tuple[str, str]:
+    """Run `mcpvectordb-ingest --url` on the notes, interrupt it with Ctrl-C (SIGINT) once its
+    job is under way; the job's id and what the command printed."""
+    command = [sys.executable, "-m", "services.entrypoints.ingest", "notes"]
+    process = subprocess.Popen(
+        [
+            *command,
+            "--library",
+            library,
+            "--max-concurrency",
+            "1",
+            "--url",
+            cluster.gateway,
+            *extra,
+        ],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 120
+    while True:
+        jobs = httpx.get(f"{cluster.gateway}/jobs", params={"status": "running"}, timeout=10)
+        running = [j for j in jobs.json()["jobs"] if j["library"] == library]
+        if running and running[0]["processed"] >= 1:
+            break
+        assert time.monotonic() < deadline and process.poll() is None, process.stderr
+        time.sleep(0.2)
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 1, stderr
+    return running[0]["job_id"], stderr
+
+
+def test_ctrl_c_leaves_the_job_running_and_cancel_stops_it(job_cluster: LocalCluster) -> None:
+    job_id, said = _follow_with_cli(job_cluster, "followed")
+    assert f"job {job_id} goes on" in said
+    assert _job(job_cluster, job_id)["status"] in ("running", "succeeded")
+
+    job_id, said = _follow_with_cli(job_cluster, "abandoned", "--cancel")
+    assert f"cancelled job {job_id}" in said
+    deadline = time.monotonic() + 120
+    while (job := _job(job_cluster, job_id))["status"] == "running":
+        assert time.monotonic() < deadline, job
+        time.sleep(0.3)
+    assert job["status"] == "cancelled" and job["processed"] < FILES, job

@@ -19,6 +19,7 @@ import pytest
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
+from libs.contracts import TOOLS
 from tests.conftest import REPO, SHARED_FILES
 from tests.e2e.conftest import Cluster, ingest_shared
 from tests.mcp_client import sse_tools
@@ -62,7 +63,7 @@ def test_server_identity_and_tools(cluster: Cluster) -> None:
     async def go() -> None:
         async with sse_tools(cluster.gateway + "/sse") as tools:
             listed = await tools.session.list_tools()
-            assert len(listed.tools) == 10
+            assert {t.name for t in listed.tools} == {t.name for t in TOOLS}  # 10 + 3 job tools
             info = await tools.call("server_info", check_path=str(SHARED_FILES / REAL_FILES["csv"]))
             assert info["name"] == "mcpvectordb"
             assert info["embedding_model"] == "sentence-transformers/all-MiniLM-L6-v2"

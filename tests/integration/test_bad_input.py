@@ -51,7 +51,7 @@ from libs.filters import FIELDS, OPERATORS
 from services.gateway.app import create_app
 from services.gateway.settings import GatewaySettings
 from tests.conftest import SHARED_FILES
-from tests.fakes import fake_ports
+from tests.fakes import fake_gateway as gateway_on_fakes
 from tests.servers import serve
 
 pytestmark = pytest.mark.integration
@@ -267,14 +267,9 @@ def fake_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def fake_gateway(tmp_path_factory: pytest.TempPathFactory, fake_root: Path) -> Iterator[str]:
-    gateway_settings = GatewaySettings(
-        _env_file=None,  # type: ignore[call-arg]
-        var_dir=tmp_path_factory.mktemp("var"),
-        ingest_roots=[fake_root],
-        max_upload_bytes=50_000,
-        fetch_timeout_s=3,
-    )
-    with serve(create_app(gateway_settings, fake_ports())) as url:
+    with gateway_on_fakes(
+        tmp_path_factory, ingest_roots=[fake_root], max_upload_bytes=50_000, fetch_timeout_s=3
+    ) as url:
         yield url
 
 

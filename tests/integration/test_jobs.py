@@ -20,13 +20,11 @@ from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult
 
-from services.gateway.app import create_app
 from services.gateway.folders import FolderIngest
 from services.gateway.pipeline import Pipeline
 from services.gateway.settings import GatewaySettings
 from services.gateway.sources import FolderScan
-from tests.fakes import FakeConverter, FakeEmbedder, FakeIndex, fake_ports
-from tests.servers import serve
+from tests.fakes import FakeConverter, FakeEmbedder, FakeIndex, fake_gateway
 
 pytestmark = pytest.mark.integration
 
@@ -41,14 +39,13 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def gateway(tmp_path_factory: pytest.TempPathFactory, root: Path) -> Iterator[str]:
-    settings = GatewaySettings(
-        _env_file=None,  # type: ignore[call-arg]
-        var_dir=tmp_path_factory.mktemp("var"),
+    with fake_gateway(
+        tmp_path_factory,
+        EMBEDDER,
         ingest_roots=[root],
         auth_token=[TOKENS["full"]],
         read_only_token=[TOKENS["read"]],
-    )
-    with serve(create_app(settings, fake_ports(EMBEDDER))) as url:
+    ) as url:
         yield url
 
 

@@ -26,11 +26,8 @@ from mcp.types import CallToolResult, LoggingMessageNotificationParams
 
 from libs.contracts import TOOLS, WRITE_TOOLS
 from libs.formats import CONVERTIBLE_EXTENSIONS
-from services.gateway.app import create_app
-from services.gateway.settings import GatewaySettings
 from services.gateway.transports import SPOKEN_VERSIONS
-from tests.fakes import FakeEmbedder, fake_ports
-from tests.servers import serve
+from tests.fakes import FakeEmbedder, fake_gateway
 
 pytestmark = pytest.mark.integration
 
@@ -48,12 +45,7 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def gateway(tmp_path_factory: pytest.TempPathFactory, root: Path) -> Iterator[str]:
-    settings = GatewaySettings(
-        _env_file=None,  # type: ignore[call-arg]
-        var_dir=tmp_path_factory.mktemp("var"),
-        ingest_roots=[root],
-    )
-    with serve(create_app(settings, fake_ports(EMBEDDER))) as url:
+    with fake_gateway(tmp_path_factory, EMBEDDER, ingest_roots=[root]) as url:
         yield url
 
 

@@ -15,11 +15,8 @@ from typing import Any
 import pytest
 
 from libs.contracts import TOOLS
-from services.gateway.app import create_app
-from services.gateway.settings import GatewaySettings
 from tests.conftest import REPO
-from tests.fakes import FakeEmbedder, fake_ports
-from tests.servers import serve
+from tests.fakes import FakeEmbedder, fake_gateway
 
 pytestmark = pytest.mark.integration
 
@@ -38,12 +35,7 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     (root / "notes").mkdir()
     (root / "notes" / "good.txt").write_text("alpha\n\nbeta")
     (root / "notes" / "blank.txt").write_text("  \n\n ")
-    settings = GatewaySettings(
-        _env_file=None,  # type: ignore[call-arg]
-        var_dir=tmp_path_factory.mktemp("var"),
-        ingest_roots=[root],
-    )
-    with serve(create_app(settings, fake_ports(EMBEDDER))) as url:
+    with fake_gateway(tmp_path_factory, EMBEDDER, ingest_roots=[root]) as url:
         yield url
 
 

@@ -137,6 +137,21 @@ async def test_a_transport_error_is_retried_counted_then_succeeds() -> None:
     assert retries("index") - before == 1
 
 
+async def _always(status: int, body: dict[str, object]) -> tuple[httpx.Response, int, float]:
+    """A service that always gives this answer: the final response, the calls it got and the
+    retries counted in the metric."""
+    calls = []
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        calls.append(request)
+        return httpx.Response(status, **body)  # type: ignore[arg-type]
+
+    before = retries("probe")
+    async with make_http_client("http://probe", 5.0, httpx.MockTransport(handle)) as http:
+        response = await call_with_retries("probe", FAST, lambda: http.get("/"))
+    return response, len(calls), retries("probe") - before
+
+
 @pytest.mark.parametrize(
     ("status", "body"),
     [
@@ -149,18 +164,10 @@ async def test_a_transport_error_is_retried_counted_then_succeeds() -> None:
     ids=["400", "404", "409-no-json", "422-fastapi", "504-final"],
 )
 async def test_answers_that_are_not_retried(status: int, body: dict[str, object]) -> None:
-    calls = []
-
-    def handle(request: httpx.Request) -> httpx.Response:
-        calls.append(request)
-        return httpx.Response(status, **body)  # type: ignore[arg-type]
-
-    before = retries("probe")
-    async with make_http_client("http://probe", 5.0, httpx.MockTransport(handle)) as http:
-        response = await call_with_retries("probe", FAST, lambda: http.get("/"))
+    response, calls, retried = await _always(status, body)
     assert response.status_code == status
-    assert len(calls) == 1
-    assert retries("probe") == before
+    assert calls == 1
+    assert retried == 0
 
 
 @pytest.mark.parametrize(
@@ -171,19 +178,11 @@ async def test_answers_that_are_not_retried(status: int, body: dict[str, object]
 async def test_retryable_5xx_are_retried_to_the_attempt_limit(
     status: int, body: dict[str, object]
 ) -> None:
-    calls = []
-
-    def handle(request: httpx.Request) -> httpx.Response:
-        calls.append(request)
-        return httpx.Response(status, **body)  # type: ignore[arg-type]
-
-    before = retries("probe")
-    async with make_http_client("http://probe", 5.0, httpx.MockTransport(handle)) as http:
-        response = await call_with_retries("probe", FAST, lambda: http.get("/"))
+    response, calls, retried = await _always(status, body)
     # The last answer comes back for the caller to turn into its typed error.
     assert response.status_code == status
-    assert len(calls) == FAST.attempts
-    assert retries("probe") - before == FAST.attempts - 1
+    assert calls == FAST.attempts
+    assert retried == FAST.attempts - 1
 
 
 async def test_retries_stop_at_the_total_time_even_with_attempts_left() -> None:
