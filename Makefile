@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed-stamp
 UV_VERSION := 0.13.9
 
 .DEFAULT_GOAL := help
-.PHONY: help install lock ts-client sync-client fmt lint typecheck test test-unit test-integration test-e2e up down status logs bench bench-quality bench-perf bench-load clean
+.PHONY: help install lock ts-client sync-client oauth-harness fmt lint typecheck test test-unit test-integration test-e2e up down status logs bench bench-quality bench-perf bench-load clean
 
 help: ## List the targets
 	@grep -hE '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -58,7 +58,18 @@ $(TS_CLIENT): tests/ts/package.json tests/ts/package-lock.json
 
 ts-client: $(TS_CLIENT) ## Install the TypeScript MCP SDK the second-client tests use (npm ci)
 
-test: install deploy-tools ts-client ## Lint, typecheck and run every test tier (unit, integration, e2e, deploy, containers)
+OAUTH_HARNESS := tests/oauth/node_modules/.installed-stamp
+
+$(OAUTH_HARNESS): tests/oauth/package.json tests/oauth/package-lock.json
+	@if command -v npm >/dev/null; then \
+		npm ci --prefix tests/oauth --no-audit --no-fund --loglevel=error && touch $@; \
+	else \
+		echo "oauth-harness: npm is not installed; the OAuth end-to-end tests will skip" >&2; \
+	fi
+
+oauth-harness: $(OAUTH_HARNESS) ## Install oidc-provider and mcp-remote for the OAuth end-to-end tests (npm ci)
+
+test: install deploy-tools ts-client oauth-harness ## Lint, typecheck and run every test tier (unit, integration, e2e, deploy, containers)
 	$(MAKE) --no-print-directory lint
 	$(MAKE) --no-print-directory typecheck
 	$(VENV)/bin/python -m pytest -q -rs -p no:cacheprovider --ignore=tests/deploy/test_containers.py

@@ -30,8 +30,10 @@ from libs.contracts import (
     UploadInput,
 )
 from libs.errors import InvalidInputError, TooLargeError, invalid_input
-from services.gateway.auth import caller_access, require_write
+from services.gateway.auth import caller_access, require_read, require_write
+from services.gateway.identity import run_tool
 from services.gateway.library import Call, Library
+from services.gateway.scopes import require_library
 
 router = APIRouter()
 Input = TypeVar("Input", bound=BaseModel)
@@ -98,6 +100,7 @@ async def upload(request: Request) -> JSONResponse:
             req = UploadInput.model_validate(fields)
         except ValidationError as exc:
             raise invalid_input(exc, "upload") from exc
+        require_library(caller_access.get(), req.library, "upload")
         result = await library.ingest_upload(req, _HTTP)
     finally:
         await form.close()
@@ -130,6 +133,7 @@ async def ingest_folder(request: Request) -> JSONResponse:
     if not isinstance(body, dict):
         raise InvalidInputError("the body must be a JSON object with at least 'folder'")
     req = _validated(IngestFolderInput, body)
+    require_library(caller_access.get(), req.library, "ingest_folder")
     result = await _library(request).ingest_folder(req, _HTTP)
     return JSONResponse(result.model_dump())
 
@@ -156,22 +160,29 @@ async def cancel_job(request: Request, job_id: str) -> JSONResponse:
 @router.get("/sources")
 async def list_sources(request: Request) -> JSONResponse:
     """The library's manifest, a page at a time (`next_cursor` until the last page)."""
+    grant = caller_access.get()
+    require_read(grant, "list_sources")
     req = _validated(ListSourcesInput, dict(request.query_params))
-    return JSONResponse((await _library(request).list_sources(req, _HTTP)).model_dump())
+    result = await run_tool(grant, "list_sources", req, _library(request), _HTTP)
+    return JSONResponse(result.model_dump())
 
 
 @router.delete("/documents")
 async def delete_source(request: Request) -> JSONResponse:
-    require_write(caller_access.get(), "delete")
+    grant = caller_access.get()
+    require_write(grant, "delete_source")
     req = _validated(DeleteSourceInput, dict(request.query_params))
-    return JSONResponse((await _library(request).delete_source(req, _HTTP)).model_dump())
+    result = await run_tool(grant, "delete_source", req, _library(request), _HTTP)
+    return JSONResponse(result.model_dump())
 
 
 @router.delete("/documents/{doc_id}")
 async def delete_document(request: Request, doc_id: str) -> JSONResponse:
-    require_write(caller_access.get(), "delete")
+    grant = caller_access.get()
+    require_write(grant, "delete_document")
     req = _validated(DocIdInput, {"doc_id": doc_id})
-    return JSONResponse((await _library(request).delete_document(req, _HTTP)).model_dump())
+    result = await run_tool(grant, "delete_document", req, _library(request), _HTTP)
+    return JSONResponse(result.model_dump())
 
 
 def _validated(model: type[Input], fields: dict[str, Any]) -> Input:

@@ -1,9 +1,10 @@
 """Gateway app factory.
 
 One FastAPI app serves the MCP transports (SSE at `/sse` + `/messages/`, streamable HTTP at
-`/mcp`), `POST /upload`, `POST /ingest_folder` and the probes, all over one `Library` built in
-the lifespan. Its downstream ports are either the typed HTTP clients (cluster mode) or the
-service cores in this process (standalone), chosen by the `ports` factory given to
+`/mcp`), `POST /upload`, `POST /ingest_folder`, the OAuth protected-resource metadata and the
+probes, all over one `Library` built in the lifespan (with the OAuth token verifier, when
+`OAUTH_ISSUER` is set). Its downstream ports are either the typed HTTP clients (cluster mode)
+or the service cores in this process (standalone), chosen by the `ports` factory given to
 `create_app`.
 """
 
@@ -15,17 +16,21 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import httpx
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
 from mcp.server.transport_security import TransportSecuritySettings
 
 from libs.body_limit import BodyLimitMiddleware
 from libs.errors import InvalidInputError
-from libs.service_app import install_common
+from libs.service_app import error_response, install_common
 from services.gateway.api import router
 from services.gateway.auth import OPEN_PATHS, BearerAuthMiddleware
 from services.gateway.hosts import HostCheckMiddleware
 from services.gateway.library import Library
+from services.gateway.oauth import TokenVerifier, verifier
 from services.gateway.ports import Ports, PortsFactory, http_ports
+from services.gateway.resource_metadata import challenge, metadata_routes
+from services.gateway.scopes import InsufficientScope
 from services.gateway.settings import GatewaySettings
 from services.gateway.tools import LibraryServer
 from services.gateway.transports import StreamableGuards, sse_routes
@@ -51,18 +56,23 @@ def check_exposure(settings: GatewaySettings, host: str) -> None:
     """Refuse to listen beyond loopback without a token, unless explicitly told to. Warn when
     callers from elsewhere (a non-loopback address, or tokens, which mean a tunnel or proxy)
     could have any file of the server user read: that needs INGEST_ROOTS."""
-    tokens = bool(settings.auth_token or settings.read_only_token)
+    tokens = bool(settings.auth_token or settings.read_only_token or settings.oauth_issuer)
     if (tokens or not _is_loopback(host)) and not settings.ingest_roots:
         log.warning(
             "INGEST_ROOTS is not set: ingest_file and ingest_folder may read any file this "
             "user can read, and get_document then shows it to the caller; set INGEST_ROOTS "
             "to the folders meant for ingestion (see docs/security.md)"
         )
-    if _is_loopback(host) or settings.auth_token or settings.allow_unauthenticated_remote:
+    if (
+        _is_loopback(host)
+        or settings.auth_token
+        or settings.oauth_issuer
+        or settings.allow_unauthenticated_remote
+    ):
         return
     raise InvalidInputError(
         f"refusing to listen on {host} without AUTH_TOKEN: anyone who can reach it could read "
-        "and change the library. Set AUTH_TOKEN, bind 127.0.0.1, or set "
+        "and change the library. Set AUTH_TOKEN (or OAUTH_ISSUER), bind 127.0.0.1, or set "
         "ALLOW_UNAUTHENTICATED_REMOTE=true if a trusted proxy does the auth."
     )
 
@@ -99,9 +109,14 @@ def create_app(
     security = transport_security(settings)
     streamable = mcp.streamable_http_app(transport_security=security, host=settings.bind_host)
 
+    def running_verifier() -> TokenVerifier | None:
+        found: TokenVerifier | None = getattr(app.state, "verifier", None)
+        return found
+
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         async with (
+            verifier(settings) as tokens,
             ports_factory(settings) as bound,
             httpx.AsyncClient(
                 timeout=httpx.Timeout(settings.fetch_timeout_s),
@@ -112,6 +127,7 @@ def create_app(
             ) as fetcher,
         ):
             library = Library(settings, bound, fetcher)
+            app.state.verifier = tokens
             app.state.library = library
             app.state.ready_checks = library.ready_checks()
             try:
@@ -121,6 +137,7 @@ def create_app(
             finally:
                 await library.aclose()
                 app.state.library = None
+                app.state.verifier = None
                 app.state.ready_checks = None
                 for close in bound.closers:
                     await close()
@@ -136,12 +153,18 @@ def create_app(
         max_bytes=settings.max_upload_bytes + _BODY_SLACK,
         setting="MAX_UPLOAD_BYTES",
     )
-    app.add_middleware(
-        BearerAuthMiddleware, full=settings.auth_token, read_only=settings.read_only_token
-    )
+    app.add_middleware(BearerAuthMiddleware, settings=settings, verifier=running_verifier)
     app.add_middleware(HostCheckMiddleware, security=security)
     install_common(app, "gateway")  # telemetry outermost: refused requests are counted too
+
+    @app.exception_handler(InsufficientScope)
+    async def _insufficient_scope(request: Request, exc: InsufficientScope) -> JSONResponse:
+        # RFC 6750: the scope the caller lacks, so an OAuth client can ask for it (step-up).
+        header = challenge(settings, request, error="insufficient_scope", scope=exc.scope)
+        return error_response(exc, {"WWW-Authenticate": header})
+
     app.include_router(router)
+    app.router.routes.extend(metadata_routes(settings))
     app.router.routes.extend(sse_routes(mcp, security))
     app.router.routes.extend(streamable.routes)
     return app

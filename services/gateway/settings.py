@@ -5,11 +5,14 @@ from __future__ import annotations
 import os
 from pathlib import Path
 from typing import Annotated
+from urllib.parse import urlsplit
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import NoDecode
 
+from libs.errors import InvalidInputError
 from libs.settings import CommonSettings
+from services.gateway.urls import check_url
 
 
 def _split(value: object, sep: str = ",") -> list[str]:
@@ -39,6 +42,14 @@ class GatewaySettings(CommonSettings):
     job_concurrency: int = Field(default=1, ge=1, le=16)
     job_retention_days: float = Field(default=7.0, gt=0)
     transport: str = "sse"
+    # OAuth 2.1 (services.gateway.oauth): off unless OAUTH_ISSUER is set.
+    public_url: str | None = None
+    oauth_issuer: str | None = None
+    oauth_audience: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    oauth_jwks_url: str | None = None
+    oauth_read_scope: str = Field(default="mcpvectordb:read", min_length=1)
+    oauth_write_scope: str = Field(default="mcpvectordb:write", min_length=1)
+    oauth_libraries_claim: str | None = None
 
     @field_validator(
         "url_allow_hosts",
@@ -46,6 +57,7 @@ class GatewaySettings(CommonSettings):
         "read_only_token",
         "allowed_hosts",
         "allowed_origins",
+        "oauth_audience",
         mode="before",
     )
     @classmethod
@@ -56,3 +68,42 @@ class GatewaySettings(CommonSettings):
     @classmethod
     def _roots(cls, value: object) -> list[Path]:
         return [Path(p).expanduser() for p in _split(value, os.pathsep)]
+
+    @field_validator("public_url", "oauth_issuer", "oauth_jwks_url", "oauth_libraries_claim")
+    @classmethod
+    def _blank_is_unset(cls, value: str | None) -> str | None:
+        return value.strip() or None if value is not None else None
+
+    @model_validator(mode="after")
+    def _oauth(self) -> GatewaySettings:
+        """OAuth's settings hang together: an audience with the issuer, https URLs (plain
+        http only on loopback), a public URL with a scheme and host."""
+        if self.public_url is not None:
+            parts = urlsplit(self.public_url)
+            if parts.scheme not in ("http", "https") or not parts.hostname:
+                raise ValueError(
+                    f"PUBLIC_URL must be the gateway's public base URL such as "
+                    f"https://mcp.example.org, not {self.public_url!r}"
+                )
+        if self.oauth_issuer is None:
+            return self
+        if not self.oauth_audience:
+            raise ValueError(
+                "OAUTH_AUDIENCE is required with OAUTH_ISSUER: set it to the audience (aud) "
+                "the authorization server puts in access tokens for this gateway, e.g. "
+                "https://mcp.example.org/mcp (comma-separated for several)"
+            )
+        for setting, url in (
+            ("OAUTH_ISSUER", self.oauth_issuer),
+            ("OAUTH_JWKS_URL", self.oauth_jwks_url),
+        ):
+            if url is not None:
+                try:
+                    check_url(url, setting)
+                except InvalidInputError as exc:
+                    raise ValueError(exc.message) from exc
+        if self.oauth_read_scope == self.oauth_write_scope:
+            raise ValueError(
+                "OAUTH_READ_SCOPE and OAUTH_WRITE_SCOPE must differ, or every reader could write"
+            )
+        return self

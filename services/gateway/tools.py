@@ -6,11 +6,12 @@ logging, and resources (every document, `services.gateway.resources`); no prompt
 only ever list empty. Every tool call takes one path. An unknown tool is a JSON-RPC error
 (invalid params), as MCP specifies. Otherwise the arguments are validated by the tool's input
 model (the model that publishes the input schema, so schema and checks cannot drift: bounds,
-unknown arguments refused, no type coercion); a write tool is refused to a read-only caller; the
-`Library` method of the same name runs; any failure becomes the tool error result, `{"status":
-"error", "error", "error_code"}` as structured content with `isError` set, and a success the
-output model as structured content. Both come with the same JSON as text for clients that read
-only text.
+unknown arguments refused, no type coercion); the caller's grant must hold the tool's scope
+(`write` for the tools that change the library, `read` for the others); the `Library` method of
+the same name runs, confined to the caller's libraries (`services.gateway.identity`); any
+failure becomes the tool error result, `{"status": "error", "error", "error_code"}` as
+structured content with `isError` set, and a success the output model as structured content.
+Both come with the same JSON as text for clients that read only text.
 
 While a call runs, what the caller should hear about (a retried service, a file of a folder
 that failed) goes to it as `notifications/message` at or above the level it set with
@@ -53,12 +54,14 @@ from libs import SERVER_NAME, SERVER_VERSION
 from libs.contracts import TOOLS, TOOLS_BY_NAME, ErrorResult, ToolContract
 from libs.errors import MvdbError, from_exception
 from libs.telemetry import NoticeLevel, caller_notices, new_request_id, request_id_var
-from services.gateway.auth import access_of, require_write
+from services.gateway.auth import access_of
 from services.gateway.errors import StillStarting
+from services.gateway.identity import run_tool
 from services.gateway.library import Call, Library, Progress
 from services.gateway.metrics import TOOL_CALLS
 from services.gateway.progress import ProgressReporter
 from services.gateway.resources import DocumentResources
+from services.gateway.scopes import FULL, require
 
 log = logging.getLogger(__name__)
 
@@ -224,12 +227,12 @@ class LibraryServer:
     ) -> CallToolResult:
         """Run one tool call: validate, check access, run, shape the result."""
         try:
-            if tool.writes and ctx is not None:
-                require_write(access_of(ctx.request), tool.name)
+            grant = access_of(ctx.request) if ctx is not None else FULL
+            require(grant, "write" if tool.writes else "read", tool.name)
             request = tool.input.model_validate(arguments)
-            handler = getattr(self._running_library(), tool.name)
+            library = self._running_library()
             call = replace(self._call_of(ctx), progress=progress)
-            result: BaseModel = await handler(request, call)
+            result = await run_tool(grant, tool.name, request, library, call)
         except Exception as exc:
             return await self._failed(tool.name, exc, ctx)
         TOOL_CALLS.labels(tool.name, "ok").inc()

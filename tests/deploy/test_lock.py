@@ -62,10 +62,12 @@ def test_a_requirement_in_no_image_stops_the_export(tmp_path: Path) -> None:
     shutil.copy(module.IMAGES, tmp_path / "deploy" / "docker" / "images.toml")
     pyproject = tmp_path / "pyproject.toml"
     text = pyproject.read_text()
+    added = "new-dependency-of-a-merge"  # placed in no stage, whatever images.toml holds
+    assert added not in text
     pyproject.write_text(
-        text.replace("dependencies = [\n", 'dependencies = [\n  "six>=1.16",\n', 1)
+        text.replace("dependencies = [\n", f'dependencies = [\n  "{added}>=1",\n', 1)
     )
-    with pytest.raises(module.LockError, match=r"six is required by pyproject\.toml"):
+    with pytest.raises(module.LockError, match=rf"{added} is required by pyproject\.toml"):
         module.render(tmp_path, "uv-is-not-reached")
 
 
