@@ -186,15 +186,19 @@ class LocalCluster:
             return None
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+def _free_ports(count: int) -> list[int]:
+    """Distinct free loopback ports: each socket is held until all are chosen (one at a time,
+    a port just released can be handed out again, and two services would share it)."""
+    with contextlib.ExitStack() as held:
+        sockets = [held.enter_context(socket.socket()) for _ in range(count)]
+        for sock in sockets:
+            sock.bind(("127.0.0.1", 0))
+        return [int(sock.getsockname()[1]) for sock in sockets]
 
 
 def local_env(var_dir: Path, **extra: str) -> dict[str, str]:
     """Environment for a private cluster: free loopback ports, its own var dir and store."""
-    ports = {name: _free_port() for name in SERVICES}
+    ports = dict(zip(SERVICES, _free_ports(len(SERVICES)), strict=True))
     env = dict(os.environ)
     env.update(
         {

@@ -30,7 +30,7 @@ from libs.contracts import (
     UploadInput,
 )
 from libs.errors import InvalidInputError, TooLargeError, invalid_input
-from services.gateway.auth import caller_access, require_write
+from services.gateway.auth import caller_access, require_read, require_write
 from services.gateway.identity import run_tool
 from services.gateway.library import Call, Library
 from services.gateway.scopes import require_library
@@ -160,20 +160,24 @@ async def cancel_job(request: Request, job_id: str) -> JSONResponse:
 @router.get("/sources")
 async def list_sources(request: Request) -> JSONResponse:
     """The library's manifest, a page at a time (`next_cursor` until the last page)."""
+    grant = caller_access.get()
+    require_read(grant, "list_sources")
     req = _validated(ListSourcesInput, dict(request.query_params))
     return await _answer(request, "list_sources", req)
 
 
 @router.delete("/documents")
 async def delete_source(request: Request) -> JSONResponse:
-    require_write(caller_access.get(), "delete")
+    grant = caller_access.get()
+    require_write(grant, "delete_source")
     req = _validated(DeleteSourceInput, dict(request.query_params))
     return await _answer(request, "delete_source", req)
 
 
 @router.delete("/documents/{doc_id}")
 async def delete_document(request: Request, doc_id: str) -> JSONResponse:
-    require_write(caller_access.get(), "delete")
+    grant = caller_access.get()
+    require_write(grant, "delete_document")
     req = _validated(DocIdInput, {"doc_id": doc_id})
     return await _answer(request, "delete_document", req)
 

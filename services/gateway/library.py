@@ -245,11 +245,17 @@ class Library:
     # ------------------------------------------------------------ documents as resources
 
     async def list_document_refs(
-        self, req: ResourcePageInput, call: Call | None = None
+        self,
+        req: ResourcePageInput,
+        call: Call | None = None,
+        *,
+        only: frozenset[str] | None = None,
     ) -> DocumentRefPage:
-        """A page of every document of every library, by library then source, with its URI."""
+        """A page of every document of every library (of the libraries `only`, when given), by
+        library then source, with its URI."""
         library, after = decode_cursor(req.cursor, 2) if req.cursor else ("", None)
-        names = sorted(i.library for i in (await self.ports.index.list_libraries()).libraries)
+        listed = (await self.ports.index.list_libraries()).libraries
+        names = sorted(i.library for i in listed if only is None or i.library in only)
         refs: list[DocumentRef] = []
         for name in (n for n in names if n >= library):
             cursor = encode_cursor(after) if name == library and after is not None else None

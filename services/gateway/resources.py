@@ -2,11 +2,13 @@
 `resources/read` handlers of the MCP server (`services.gateway.tools` wires them in),
 answered by the `Library`.
 
-Each document is `mcpvectordb://{library}/{doc_id}` (`text/markdown`), its content the
-Markdown exactly as `get_document` returns it; one resource template names that URI. The list
-pages through every document with the `Library`'s opaque cursor. Reading is open to read-only
-callers. A URI that is not a document URI, or names no document, is a JSON-RPC error
-(invalid params, as MCP specifies for an unknown resource) whose message says what to do.
+Each document is `mcpvectordb://{library}/{doc_id}` (`text/markdown`), its content the Markdown
+exactly as `get_document` returns it; one resource template names that URI. The list pages
+through every document with the `Library`'s opaque cursor. Listing and reading need the `read`
+scope (read-only tokens have it); a caller confined to some libraries
+(`services.gateway.identity`) lists only theirs and reads nothing else. A URI that is not a
+document URI, or names no document, is a JSON-RPC error (invalid params, as MCP specifies for an
+unknown resource) whose message says what to do.
 """
 
 from __future__ import annotations
@@ -36,10 +38,10 @@ from libs.contracts import (
     DocumentUriInput,
     ResourcePageInput,
 )
-from libs.errors import InvalidInputError, NotFoundError, from_exception
+from libs.errors import ForbiddenError, InvalidInputError, NotFoundError, from_exception
 from services.gateway.auth import access_of
 from services.gateway.library import Library
-from services.gateway.scopes import require_library
+from services.gateway.scopes import require, require_library
 
 log = logging.getLogger(__name__)
 
@@ -67,11 +69,12 @@ class DocumentResources:
     ) -> ListResourcesResult:
         cursor = params.cursor if params is not None else None
         try:
+            grant = access_of(ctx.request)
+            require(grant, "read", "resources/list")
             req = ResourcePageInput(cursor=cursor)
-            page = await self._library().list_document_refs(req)
+            page = await self._library().list_document_refs(req, only=grant.libraries)
         except Exception as exc:
             raise _protocol_error("resources/list", exc) from exc
-        grant = access_of(ctx.request)  # a token confined to some libraries sees only theirs
         resources = [
             Resource(
                 uri=ref.uri,
@@ -81,7 +84,6 @@ class DocumentResources:
                 mime_type=MARKDOWN,
             )
             for ref in page.documents
-            if grant.may_use(ref.library)
         ]
         return ListResourcesResult(resources=resources, next_cursor=page.next_cursor)
 
@@ -95,8 +97,10 @@ class DocumentResources:
     ) -> ReadResourceResult:
         uri = str(params.uri)
         try:
+            grant = access_of(ctx.request)
+            require(grant, "read", "resources/read")
             document = await self._library().read_document_uri(DocumentUriInput(uri=uri))
-            require_library(access_of(ctx.request), document.library, "resources/read")
+            require_library(grant, document.library, "resources/read")
         except Exception as exc:
             raise _protocol_error("resources/read", exc, uri) from exc
         return ReadResourceResult(
@@ -106,10 +110,11 @@ class DocumentResources:
 
 def _protocol_error(method: str, exc: BaseException, uri: str | None = None) -> MCPError:
     """A failed resource request as the JSON-RPC error MCP specifies: invalid params for a
-    bad URI or cursor and an unknown resource; an internal error for the server's faults."""
+    bad URI or cursor, an unknown resource and one the caller may not read (`data.error_code`
+    says which); an internal error for the server's faults."""
     error = from_exception(exc, what="params")
     data = {"error_code": error.error_code, **({"uri": uri} if uri else {})}
-    if isinstance(error, InvalidInputError | NotFoundError):
+    if isinstance(error, InvalidInputError | NotFoundError | ForbiddenError):
         log.info("%s refused: %s", method, error.message)
         return MCPError(code=INVALID_PARAMS, message=error.message, data=data)
     log.warning("%s failed: %s", method, error.message, exc_info=exc)

@@ -458,6 +458,47 @@ async def test_an_identity_sees_and_changes_only_its_libraries(
         assert (await tools.call("get_document", doc_id=docs["secret"]))["library"] == "secret"
 
 
+async def test_folder_sync_and_resources_keep_to_the_identitys_libraries(
+    tenant_gateway: str, issuer: LocalIssuer
+) -> None:
+    admin = issuer.mint(issuer.claims(AUDIENCE, **{LIBRARIES_CLAIM: ["*"]}))
+    alice = issuer.mint(issuer.claims(AUDIENCE, **{LIBRARIES_CLAIM: ["team-a"]}))
+    async with httpx.AsyncClient(base_url=tenant_gateway, headers=bearer(admin)) as http:
+        for library in ("team-a", "secret"):
+            answer = await http.post(
+                "/upload",
+                files={"file": ("plan.md", f"plan of {library}".encode())},
+                data={"library": library, "source": "sync/plan.md"},
+            )
+            assert answer.status_code == 200, answer.text
+        mine = {"library": "secret", "prefix": "sync/"}
+        secret = (await http.get("/sources", params=mine)).json()["sources"][0]
+    async with httpx.AsyncClient(base_url=tenant_gateway, headers=bearer(alice)) as http:
+        own = await http.get("/sources", params={"library": "team-a", "prefix": "sync/"})
+        assert [e["source"] for e in own.json()["sources"]] == ["sync/plan.md"]
+        refusals = [
+            await http.get("/sources", params={"library": "secret"}),
+            await http.delete("/documents", params={"library": "secret", "source": "sync/plan.md"}),
+            await http.delete(f"/documents/{secret['doc_id']}"),
+        ]
+        for refused in refusals:
+            assert refused.status_code == 403, refused.text
+            assert "library 'secret' is not allowed" in refused.json()["error"]
+    async with (
+        httpx.AsyncClient(headers=bearer(alice), timeout=30) as client,
+        streamable_http_client(tenant_gateway + "/mcp", http_client=client) as (read, write),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        listed = (await session.list_resources()).resources
+        assert listed and all(r.uri.startswith("mcpvectordb://team-a/") for r in listed)
+        with pytest.raises(MCPError, match="library 'secret' is not allowed"):
+            await session.read_resource(f"mcpvectordb://secret/{secret['doc_id']}")
+    async with httpx.AsyncClient(base_url=tenant_gateway, headers=bearer(admin)) as http:
+        kept = await http.get("/sources", params=mine)  # nothing was deleted
+        assert [e["doc_id"] for e in kept.json()["sources"]] == [secret["doc_id"]]
+
+
 def test_an_oauth_gateway_may_listen_beyond_loopback() -> None:
     settings = GatewaySettings(
         _env_file=None,  # type: ignore[call-arg]
@@ -492,32 +533,3 @@ async def test_an_identity_sees_only_the_jobs_of_its_libraries(
             refused = await tools.call(tool, job_id=jobs["secret"])
             assert refused["error_code"] == "forbidden", (tool, refused)
             assert "library 'secret' is not allowed" in refused["error"], (tool, refused)
-
-
-async def test_manifests_deletes_and_resources_keep_to_an_identitys_libraries(
-    tenant_gateway: str, issuer: LocalIssuer
-) -> None:
-    admin = issuer.mint(issuer.claims(AUDIENCE, **{LIBRARIES_CLAIM: ["*"]}))
-    alice = issuer.mint(issuer.claims(AUDIENCE, **{LIBRARIES_CLAIM: ["team-a"]}))
-    async with mcp_tools(tenant_gateway, admin) as tools:
-        hidden = await tools.call(
-            "ingest_content", content="words kept apart", source="apart.md", library="secret"
-        )
-        await tools.call(
-            "ingest_content", content="words in the open", source="open.md", library="team-a"
-        )
-    async with httpx.AsyncClient(base_url=tenant_gateway, headers=bearer(alice)) as http:
-        own = await http.get("/sources", params={"library": "team-a"})
-        assert own.status_code == 200 and own.json()["sources"]
-        for response in (
-            await http.get("/sources", params={"library": "secret"}),
-            await http.delete("/documents", params={"library": "secret", "source": "apart.md"}),
-            await http.delete(f"/documents/{hidden['doc_id']}"),
-        ):
-            assert response.status_code == 403, response.text
-            assert "library 'secret' is not allowed" in response.json()["error"]
-    async with mcp_tools(tenant_gateway, alice) as tools:
-        listed = await tools.session.list_resources()
-        assert listed.resources and all("/team-a/" in str(r.uri) for r in listed.resources)
-        with pytest.raises(MCPError, match="library 'secret' is not allowed"):
-            await tools.session.read_resource(f"mcpvectordb://secret/{hidden['doc_id']}")
