@@ -24,6 +24,7 @@ from libs.contracts.fields import (
     LibraryName,
     MaxPerDocument,
     MaxTokens,
+    MinScore,
     SearchMode,
 )
 from libs.contracts.jobs import (
@@ -132,6 +133,7 @@ __all__ = [
     "LookupResponse",
     "MaxPerDocument",
     "MaxTokens",
+    "MinScore",
     "ModelInfo",
     "NewDocument",
     "NoInput",

@@ -169,9 +169,10 @@ class Library:
     async def search(
         self, req: SearchInput, call: Call | None = None, *, mode: SearchMode = "hybrid"
     ) -> SearchResult:
-        """Embed the query (unless `mode` is keyword-only), then ask the index."""
+        """Embed the query (unless `mode` is keyword-only and no similarity floor is set),
+        then ask the index."""
         vector = None
-        if mode != "bm25":
+        if mode != "bm25" or req.min_score is not None:
             vector = encode(await self.ports.embedder.embed([req.query], "query"))
         return await self.ports.index.search(
             IndexSearchRequest(
@@ -183,6 +184,7 @@ class Library:
                 mode=mode,
                 max_tokens=req.max_tokens,
                 max_per_document=req.max_per_document,
+                min_score=req.min_score,
             )
         )
 

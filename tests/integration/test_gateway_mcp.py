@@ -63,6 +63,7 @@ async def test_tools_are_listed_with_spec_names_and_params(gateway_url: str) -> 
             "filter",
             "max_tokens",
             "max_per_document",
+            "min_score",
         }
         assert schema["search"]["required"] == ["query"]
         assert set(schema["get_document"]["properties"]) == {"doc_id", "chunk_index", "context"}
