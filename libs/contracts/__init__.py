@@ -54,6 +54,7 @@ from libs.contracts.messages import (
     UpsertRequest,
     UpsertResponse,
 )
+from libs.contracts.repos import IngestRepoInput, RepoIngestResult
 from libs.contracts.tools import (
     DeleteResult,
     DocIdInput,
@@ -113,6 +114,7 @@ __all__ = [
     "IngestContentInput",
     "IngestFileInput",
     "IngestFolderInput",
+    "IngestRepoInput",
     "IngestResult",
     "IngestStatus",
     "IngestUrlInput",
@@ -139,6 +141,7 @@ __all__ = [
     "NoInput",
     "PathCheck",
     "ReadyStatus",
+    "RepoIngestResult",
     "SearchHit",
     "SearchInput",
     "SearchMode",
