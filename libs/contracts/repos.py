@@ -39,7 +39,7 @@ class IngestRepoInput(ToolInput):
             min_length=1,
             max_length=255,
             pattern=r"^[A-Za-z0-9_][A-Za-z0-9._/-]*$",
-            description="Branch, tag or commit to ingest; null = the default branch",
+            description="Branch, tag or full 40-hex commit id to ingest; null = the default branch",
         ),
     ] = None
     library: LibraryName = DEFAULT_LIBRARY

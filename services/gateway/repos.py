@@ -27,7 +27,7 @@ from fnmatch import fnmatchcase
 from pathlib import Path, PurePosixPath
 from urllib.parse import urlsplit
 
-from libs.errors import FetchError, InvalidInputError, NotFoundError, TooLargeError
+from libs.errors import FetchError, InvalidInputError, MvdbError, NotFoundError, TooLargeError
 from libs.formats import CONVERTIBLE_EXTENSIONS, extension_of
 from services.gateway.sources import UrlPolicy
 
@@ -156,15 +156,21 @@ async def _run_git(
 ) -> str:
     """Run git; its stdout. Killed past the time limit or when `watch` outgrows the size
     limit (checked every 0.2 s while it runs)."""
-    process = await asyncio.create_subprocess_exec(
-        "git",
-        *args,
-        cwd=cwd,
-        env=env,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
+    try:
+        process = await asyncio.create_subprocess_exec(
+            "git",
+            *args,
+            cwd=cwd,
+            env=env,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+    except FileNotFoundError as exc:
+        raise MvdbError(
+            "the git command line is not installed where the gateway runs; install git "
+            "(e.g. apt-get install git) to use ingest_repo"
+        ) from exc
     communicate = asyncio.ensure_future(process.communicate())
     deadline = asyncio.get_running_loop().time() + limits.timeout_s
     try:

@@ -223,5 +223,11 @@ def test_a_tag_in_the_background_as_a_job(
             assert (job["total_files"], job["indexed"]) == (3, 3), job
             listed = await tools.call("list_documents", library="repo-job", limit=10)
             assert {d["metadata"]["ref"] for d in listed["documents"]} == {"v1"}
+            # The same commit named by its id: the same files, all skipped.
+            commit = listed["documents"][0]["metadata"]["commit"]
+            by_id = await tools.call(
+                "ingest_repo", url=url, ref=commit, library="repo-job", include=["docs/**"]
+            )
+            assert (by_id["ref"], by_id["commit"], by_id["skipped"]) == (commit, commit, 3), by_id
 
     run(go())
