@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed-stamp
 UV_VERSION := 0.13.9
 
 .DEFAULT_GOAL := help
-.PHONY: help install lock ts-client oauth-harness fmt lint typecheck test test-unit test-integration test-e2e up down status logs bench bench-quality bench-perf bench-load clean
+.PHONY: help install lock ts-client oauth-harness sync-client fmt lint typecheck test test-unit test-integration test-e2e up down status logs bench bench-quality bench-perf bench-load clean
 
 help: ## List the targets
 	@grep -hE '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -33,13 +33,16 @@ lock: $(UV) ## Re-resolve pyproject.toml into uv.lock and the images' requiremen
 	$(UV) lock
 	$(PY) deploy/docker/lockfiles.py
 
+sync-client: ## Build dist/mcpvectordb-sync.pyz: the folder-sync client as one file (any Python 3.11+)
+	$(PYTHON) -m mcpvectordb_sync.bundle dist/mcpvectordb-sync.pyz
+
 fmt: install ## Format the code
-	$(VENV)/bin/ruff format libs services tests bench deploy
-	$(VENV)/bin/ruff check --fix libs services tests bench deploy
+	$(VENV)/bin/ruff format libs services mcpvectordb_sync tests bench deploy
+	$(VENV)/bin/ruff check --fix libs services mcpvectordb_sync tests bench deploy
 
 lint: install ## Lint (ruff format --check + ruff check)
-	$(VENV)/bin/ruff format --check libs services tests bench deploy
-	$(VENV)/bin/ruff check libs services tests bench deploy
+	$(VENV)/bin/ruff format --check libs services mcpvectordb_sync tests bench deploy
+	$(VENV)/bin/ruff check libs services mcpvectordb_sync tests bench deploy
 
 typecheck: install ## mypy --strict on libs/ and services/
 	$(VENV)/bin/mypy

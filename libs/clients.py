@@ -24,6 +24,7 @@ from libs.contracts import (
     LookupResponse,
     ModelInfo,
     SearchResult,
+    SourceList,
     UpsertRequest,
     UpsertResponse,
 )
@@ -96,6 +97,16 @@ class IndexClient(ServiceClient):
         return ListDocumentsResult.model_validate(
             await self.request("GET", "/documents", params=params)
         )
+
+    async def list_sources(
+        self, library: str, prefix: str = "", cursor: str | None = None, limit: int = 1000
+    ) -> SourceList:
+        params: dict[str, str | int] = {"library": library, "limit": limit}
+        if prefix:
+            params["prefix"] = prefix
+        if cursor is not None:
+            params["cursor"] = cursor
+        return SourceList.model_validate(await self.request("GET", "/sources", params=params))
 
     async def list_libraries(self) -> ListLibrariesResult:
         return ListLibrariesResult.model_validate(await self.request("GET", "/libraries"))

@@ -23,6 +23,7 @@ from libs.contracts import (
     LookupResponse,
     ModelInfo,
     SearchResult,
+    SourceList,
     UpsertRequest,
     UpsertResponse,
 )
@@ -52,6 +53,10 @@ class IndexPort(Protocol):
         self, library: str | None, limit: int, offset: int
     ) -> ListDocumentsResult: ...
     async def list_libraries(self) -> ListLibrariesResult: ...
+    # A library's live sources by source, from `cursor` (a previous page's next_cursor).
+    async def list_sources(
+        self, library: str, prefix: str = "", cursor: str | None = None, limit: int = 1000
+    ) -> SourceList: ...
     async def delete(self, doc_id: str) -> DeleteResult: ...
     async def get(
         self, doc_id: str, chunk_index: int | None = None, context: int = 0

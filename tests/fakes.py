@@ -36,8 +36,12 @@ from libs.contracts import (
     ModelInfo,
     SearchHit,
     SearchResult,
+    SourceEntry,
+    SourceList,
     UpsertRequest,
     UpsertResponse,
+    decode_cursor,
+    encode_cursor,
 )
 from libs.errors import ConversionError, NoTextError, NotFoundError, UnsupportedFormatError
 from libs.formats import is_convertible
@@ -197,6 +201,33 @@ class FakeIndex:
         docs = [i for i, _, _ in self.docs.values() if library in (None, i.library)]
         page = docs[offset : offset + limit]
         return ListDocumentsResult(documents=page, count=len(page), total=len(docs))
+
+    async def list_sources(
+        self, library: str, prefix: str = "", cursor: str | None = None, limit: int = 1000
+    ) -> SourceList:
+        after = decode_cursor(cursor, 1)[0] if cursor else None
+        found = sorted(
+            (i for i, _, _ in self.docs.values() if i.library == library),
+            key=lambda i: i.source,
+        )
+        found = [
+            i for i in found if i.source.startswith(prefix) and (after is None or i.source > after)
+        ]
+        page = [
+            SourceEntry(
+                source=i.source,
+                doc_id=i.doc_id,
+                content_sha256=i.content_hash,
+                chunk_count=i.chunk_count,
+                file_type=i.file_type,
+                last_modified=i.last_modified,
+            )
+            for i in found[:limit]
+        ]
+        more = len(found) > limit
+        return SourceList(
+            sources=page, next_cursor=encode_cursor(page[-1].source) if more else None
+        )
 
     async def list_libraries(self) -> ListLibrariesResult:
         libs: dict[str, list[int]] = {}

@@ -5,6 +5,8 @@ endpoints' bodies, and each inter-service request and response.
     tools.py      the MCP tools' inputs and outputs
     jobs.py       background jobs: the job, its stored record, the job tools' inputs
     catalog.py    the tool table that publishes them (`TOOLS`)
+    resources.py  documents as MCP resources: their URIs and pages
+    sync.py       a library's manifest of sources and delete by source (folder sync)
     messages.py   converter, embedder and index requests and responses; readiness
 
 Inputs are validated here (ranges, required fields, unknown fields refused), so the MCP server,
@@ -55,6 +57,24 @@ from libs.contracts.messages import (
     UpsertResponse,
 )
 from libs.contracts.repos import IngestRepoInput, RepoIngestResult
+from libs.contracts.resources import (
+    MARKDOWN,
+    URI_TEMPLATE,
+    DocumentRef,
+    DocumentRefPage,
+    DocumentUriInput,
+    ResourcePageInput,
+    document_uri,
+    parse_document_uri,
+)
+from libs.contracts.sync import (
+    DeleteSourceInput,
+    ListSourcesInput,
+    SourceEntry,
+    SourceList,
+    decode_cursor,
+    encode_cursor,
+)
 from libs.contracts.tools import (
     DeleteResult,
     DocIdInput,
@@ -88,19 +108,25 @@ __all__ = [
     "ACTIVE_STATUSES",
     "DEFAULT_LIBRARY",
     "FILTER_HELP",
+    "MARKDOWN",
     "MAX_CONTEXT_CHUNKS",
     "MAX_LIST_LIMIT",
     "MAX_TOKENS_LIMIT",
     "TOOLS",
     "TOOLS_BY_NAME",
+    "URI_TEMPLATE",
     "WRITE_TOOLS",
     "Chunk",
     "ChunkRequest",
     "ConvertResult",
     "DeleteResult",
+    "DeleteSourceInput",
     "DocIdInput",
     "DocumentChunk",
     "DocumentInfo",
+    "DocumentRef",
+    "DocumentRefPage",
+    "DocumentUriInput",
     "EmbedKind",
     "EmbedRequest",
     "EmbedResponse",
@@ -132,6 +158,7 @@ __all__ = [
     "ListDocumentsResult",
     "ListJobsInput",
     "ListLibrariesResult",
+    "ListSourcesInput",
     "LookupResponse",
     "MaxPerDocument",
     "MaxTokens",
@@ -142,14 +169,21 @@ __all__ = [
     "PathCheck",
     "ReadyStatus",
     "RepoIngestResult",
+    "ResourcePageInput",
     "SearchHit",
     "SearchInput",
     "SearchMode",
     "SearchResult",
     "ServerInfoInput",
     "ServerInfoResult",
+    "SourceEntry",
+    "SourceList",
     "ToolContract",
     "UploadInput",
     "UpsertRequest",
     "UpsertResponse",
+    "decode_cursor",
+    "document_uri",
+    "encode_cursor",
+    "parse_document_uri",
 ]

@@ -1,6 +1,7 @@
 """Gateway HTTP routes besides MCP: `POST /upload`, `POST /ingest_folder` and the background
-jobs (`GET /jobs`, `GET /jobs/{job_id}`, `POST /jobs/{job_id}/cancel`), thin adapters over the
-`Library` (`GET /readyz` is the common one, fed by `Library.ready_checks`).
+jobs (`GET /jobs`, `GET /jobs/{job_id}`, `POST /jobs/{job_id}/cancel`), a library's manifest
+(`GET /sources`) and deletes (`DELETE /documents?library=&source=`, `DELETE /documents/{doc_id}`),
+thin adapters over the `Library` (`GET /readyz` is the common one, fed by `Library.ready_checks`).
 
 Errors are raised as `libs.errors` exceptions; the handler `install_common` registers turns
 them into the MCP error shape with the class's status: 400 for a bad form, body or metadata,
@@ -20,14 +21,18 @@ from starlette.datastructures import UploadFile
 from starlette.types import Message
 
 from libs.contracts import (
+    DeleteSourceInput,
+    DocIdInput,
     IngestFolderInput,
     IngestRepoInput,
     JobIdInput,
     ListJobsInput,
+    ListSourcesInput,
     UploadInput,
 )
 from libs.errors import InvalidInputError, TooLargeError, invalid_input
 from services.gateway.auth import caller_access, require_write
+from services.gateway.identity import run_tool
 from services.gateway.library import Call, Library
 from services.gateway.scopes import require_library
 
@@ -44,7 +49,8 @@ def _library(request: Request) -> Library:
 
 @router.post("/upload")
 async def upload(request: Request) -> JSONResponse:
-    """Multipart upload: `file`, optional `library` and `metadata` (a JSON object string)."""
+    """Multipart upload: `file`, optional `library`, `source` (the document's identity,
+    default the file's base name) and `metadata` (a JSON object string)."""
     require_write(caller_access.get(), "upload")
     library = _library(request)
     limit = library.settings.max_upload_bytes
@@ -85,6 +91,11 @@ async def upload(request: Request) -> JSONResponse:
             if not isinstance(library_field, str):
                 raise InvalidInputError("'library' must be a text field")
             fields["library"] = library_field
+        source_field = form.get("source")
+        if source_field is not None:
+            if not isinstance(source_field, str):
+                raise InvalidInputError("'source' must be a text field")
+            fields["source"] = source_field
         fields["metadata"] = _parse_metadata(form.get("metadata"))
         try:
             req = UploadInput.model_validate(fields)
@@ -146,20 +157,47 @@ async def ingest_repo(request: Request) -> JSONResponse:
 @router.get("/jobs")
 async def list_jobs(request: Request) -> JSONResponse:
     req = _validated(ListJobsInput, dict(request.query_params))
-    return JSONResponse((await _library(request).list_jobs(req, _HTTP)).model_dump())
+    return await _answer(request, "list_jobs", req)
 
 
 @router.get("/jobs/{job_id}")
 async def get_job(request: Request, job_id: str) -> JSONResponse:
     req = _validated(JobIdInput, {"job_id": job_id})
-    return JSONResponse((await _library(request).get_job(req, _HTTP)).model_dump())
+    return await _answer(request, "get_job", req)
 
 
 @router.post("/jobs/{job_id}/cancel")
 async def cancel_job(request: Request, job_id: str) -> JSONResponse:
     require_write(caller_access.get(), "cancel_job")
     req = _validated(JobIdInput, {"job_id": job_id})
-    return JSONResponse((await _library(request).cancel_job(req, _HTTP)).model_dump())
+    return await _answer(request, "cancel_job", req)
+
+
+@router.get("/sources")
+async def list_sources(request: Request) -> JSONResponse:
+    """The library's manifest, a page at a time (`next_cursor` until the last page)."""
+    req = _validated(ListSourcesInput, dict(request.query_params))
+    return await _answer(request, "list_sources", req)
+
+
+@router.delete("/documents")
+async def delete_source(request: Request) -> JSONResponse:
+    require_write(caller_access.get(), "delete")
+    req = _validated(DeleteSourceInput, dict(request.query_params))
+    return await _answer(request, "delete_source", req)
+
+
+@router.delete("/documents/{doc_id}")
+async def delete_document(request: Request, doc_id: str) -> JSONResponse:
+    require_write(caller_access.get(), "delete")
+    req = _validated(DocIdInput, {"doc_id": doc_id})
+    return await _answer(request, "delete_document", req)
+
+
+async def _answer(request: Request, tool: str, req: BaseModel) -> JSONResponse:
+    """Run the `Library` method of that tool for this caller (confined to its libraries)."""
+    result = await run_tool(caller_access.get(), tool, req, _library(request), _HTTP)
+    return JSONResponse(result.model_dump())
 
 
 def _validated(model: type[Input], fields: dict[str, Any]) -> Input:

@@ -24,7 +24,11 @@ import httpx
 from libs import SERVER_NAME, SERVER_VERSION
 from libs.contracts import (
     DeleteResult,
+    DeleteSourceInput,
     DocIdInput,
+    DocumentRef,
+    DocumentRefPage,
+    DocumentUriInput,
     FolderIngestResult,
     GetDocumentInput,
     GetDocumentResult,
@@ -43,17 +47,24 @@ from libs.contracts import (
     ListDocumentsResult,
     ListJobsInput,
     ListLibrariesResult,
+    ListSourcesInput,
     NoInput,
     PathCheck,
     RepoIngestResult,
+    ResourcePageInput,
     SearchInput,
     SearchMode,
     SearchResult,
     ServerInfoInput,
     ServerInfoResult,
+    SourceList,
     UploadInput,
+    decode_cursor,
+    document_uri,
+    encode_cursor,
+    parse_document_uri,
 )
-from libs.errors import InvalidInputError, MvdbError, PathNotAllowedError
+from libs.errors import InvalidInputError, MvdbError, NotFoundError, PathNotAllowedError
 from libs.formats import CONVERTIBLE_EXTENSIONS, check_convertible
 from libs.service_app import ReadyCheck
 from libs.vectors import encode
@@ -99,6 +110,16 @@ def upload_name(filename: str) -> str:
         raise InvalidInputError("the uploaded file has no usable file name")
     check_convertible(name)
     return name
+
+
+def upload_source(source: str) -> str:
+    """An upload's `source` as given, refused when it could not name a document."""
+    if not source.strip() or any(ord(ch) < 32 for ch in source):
+        raise InvalidInputError(
+            "'source' must be a path-like name without control characters, e.g. "
+            "'Projects/Q3/report.pdf'; omit it to use the file's base name"
+        )
+    return source
 
 
 class Library:
@@ -197,8 +218,11 @@ class Library:
         return await self.repos.run(req, FolderHooks(scanned, file_done))
 
     async def ingest_upload(self, req: UploadInput, call: Call | None = None) -> IngestResult:
+        """The upload's identity is its `source` when given (e.g. 'Projects/Q3/report.pdf'),
+        else the file's base name; the base name's extension picks the converter."""
         name = upload_name(req.filename)
-        return await self._ingest.ingest_bytes(req.data, name, name, req.library, req.metadata)
+        source = name if req.source is None else upload_source(req.source)
+        return await self._ingest.ingest_bytes(req.data, name, source, req.library, req.metadata)
 
     # ------------------------------------------------------------------------- reads
 
@@ -241,6 +265,70 @@ class Library:
 
     async def delete_document(self, req: DocIdInput, call: Call | None = None) -> DeleteResult:
         return await self.ports.index.delete(req.doc_id)
+
+    async def list_sources(self, req: ListSourcesInput, call: Call | None = None) -> SourceList:
+        """A page of the library's manifest: each source with its doc_id and content SHA-256."""
+        return await self.ports.index.list_sources(req.library, req.prefix, req.cursor, req.limit)
+
+    async def delete_source(self, req: DeleteSourceInput, call: Call | None = None) -> DeleteResult:
+        """Delete the document at (library, source)."""
+        found = (await self.ports.index.lookup(req.library, req.source)).document
+        if found is None:
+            raise NotFoundError(
+                f"no document with source {req.source!r} in library {req.library!r}; "
+                f"GET /sources?library={req.library} lists the sources it has"
+            )
+        return await self.ports.index.delete(found.doc_id)
+
+    # ------------------------------------------------------------ documents as resources
+
+    async def list_document_refs(
+        self, req: ResourcePageInput, call: Call | None = None
+    ) -> DocumentRefPage:
+        """A page of every document of every library, by library then source, with its URI."""
+        library, after = decode_cursor(req.cursor, 2) if req.cursor else ("", None)
+        names = sorted(i.library for i in (await self.ports.index.list_libraries()).libraries)
+        refs: list[DocumentRef] = []
+        for name in (n for n in names if n >= library):
+            cursor = encode_cursor(after) if name == library and after is not None else None
+            while len(refs) < req.limit:
+                page = await self.ports.index.list_sources(name, "", cursor, req.limit - len(refs))
+                refs += [
+                    DocumentRef(
+                        uri=document_uri(name, e.doc_id),
+                        library=name,
+                        doc_id=e.doc_id,
+                        source=e.source,
+                        file_type=e.file_type,
+                    )
+                    for e in page.sources
+                ]
+                if page.next_cursor is None:
+                    break
+                cursor = page.next_cursor
+            if len(refs) >= req.limit:
+                last = refs[-1]
+                return DocumentRefPage(
+                    documents=refs, next_cursor=encode_cursor(last.library, last.source)
+                )
+        return DocumentRefPage(documents=refs)
+
+    async def read_document_uri(
+        self, req: DocumentUriInput, call: Call | None = None
+    ) -> GetDocumentResult:
+        """The document a `mcpvectordb://{library}/{doc_id}` URI names; NotFoundError if none."""
+        library, doc_id = parse_document_uri(req.uri)
+        missing = NotFoundError(
+            f"no document {req.uri}: doc_id {doc_id!r} is not in library {library!r} (deleted "
+            "or replaced by a newer version?); resources/list gives the current URIs"
+        )
+        try:
+            document = await self.ports.index.get(doc_id)
+        except NotFoundError as exc:
+            raise missing from exc
+        if document.library != library:
+            raise missing
+        return document
 
     async def server_info(self, req: ServerInfoInput, call: Call | None = None) -> ServerInfoResult:
         transport = (call or self.call).transport

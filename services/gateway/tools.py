@@ -1,17 +1,17 @@
 """The MCP server: the tools of `libs.contracts.TOOLS`, published under the server name
 `mcpvectordb` and answered by the `Library`.
 
-Built on the SDK's low-level `Server`, whose capabilities follow from the handlers given: tools
-and logging, nothing advertised that would list empty. Every tool call takes one path. An
-unknown tool is a JSON-RPC error (invalid params), as MCP specifies. Otherwise the arguments are
-validated by the tool's input model (the model that publishes the input schema, so schema and
-checks cannot drift: bounds, unknown arguments refused, no type coercion); the caller's grant
-must hold the tool's scope (`write` for the tools that change the library, `read` for the
-others); the `Library` method of the same name runs, confined to the caller's libraries
-(`services.gateway.identity`); any failure becomes the tool error result, `{"status": "error",
-"error", "error_code"}` as structured content with `isError` set, and a success the output
-model as structured content. Both come with the same JSON as text for clients that read only
-text.
+Built on the SDK's low-level `Server`, whose capabilities follow from the handlers given: tools,
+logging, and resources (every document, `services.gateway.resources`); no prompts, which would
+only ever list empty. Every tool call takes one path. An unknown tool is a JSON-RPC error
+(invalid params), as MCP specifies. Otherwise the arguments are validated by the tool's input
+model (the model that publishes the input schema, so schema and checks cannot drift: bounds,
+unknown arguments refused, no type coercion); the caller's grant must hold the tool's scope
+(`write` for the tools that change the library, `read` for the others); the `Library` method of
+the same name runs, confined to the caller's libraries (`services.gateway.identity`); any
+failure becomes the tool error result, `{"status": "error", "error", "error_code"}` as
+structured content with `isError` set, and a success the output model as structured content.
+Both come with the same JSON as text for clients that read only text.
 
 While a call runs, what the caller should hear about (a retried service, a file of a folder
 that failed) goes to it as `notifications/message` at or above the level it set with
@@ -60,6 +60,7 @@ from services.gateway.identity import run_tool
 from services.gateway.library import Call, Library, Progress
 from services.gateway.metrics import TOOL_CALLS
 from services.gateway.progress import ProgressReporter
+from services.gateway.resources import DocumentResources
 from services.gateway.scopes import FULL, require
 
 log = logging.getLogger(__name__)
@@ -154,6 +155,7 @@ class LibraryServer:
         self._library = library
         self._tools = [describe(tool) for tool in TOOLS]
         self._levels: OrderedDict[str, LoggingLevel] = OrderedDict()
+        self.resources = DocumentResources(self._running_library)
         with warnings.catch_warnings():
             # The SDK marks logging deprecated for the 2026-07-28 revision; clients of the
             # revisions before it (every released one at the time of writing) use it.
@@ -165,6 +167,9 @@ class LibraryServer:
                 on_list_tools=self._list_tools,
                 on_call_tool=self._call_tool,
                 on_set_logging_level=self._set_level,
+                on_list_resources=self.resources.list_resources,
+                on_list_resource_templates=self.resources.list_templates,
+                on_read_resource=self.resources.read_resource,
             )
 
     async def _list_tools(

@@ -23,10 +23,13 @@ from libs.contracts import (
     ListLibrariesResult,
     LookupResponse,
     SearchResult,
+    SourceList,
     UpsertRequest,
     UpsertResponse,
 )
+from libs.contracts.fields import MAX_SOURCE_CHARS
 from libs.contracts.jobs import MAX_JOB_LIST
+from libs.contracts.sync import MAX_CURSOR_CHARS
 from libs.errors import InvalidInputError
 from services.index.core import IndexCore
 
@@ -69,6 +72,17 @@ async def list_documents(
     offset: Annotated[int, Query(ge=0)] = 0,
 ) -> ListDocumentsResult:
     return await core.list_documents(library, limit, offset)
+
+
+@router.get("/sources")
+async def list_sources(
+    core: Core,
+    library: Annotated[str, Query(min_length=1, max_length=128)],
+    prefix: Annotated[str, Query(max_length=MAX_SOURCE_CHARS)] = "",
+    cursor: Annotated[str | None, Query(max_length=MAX_CURSOR_CHARS)] = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_LIST_LIMIT)] = MAX_LIST_LIMIT,
+) -> SourceList:
+    return await core.list_sources(library, prefix, cursor, limit)
 
 
 @router.get("/libraries")

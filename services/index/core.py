@@ -29,8 +29,10 @@ from libs.contracts import (
     ListLibrariesResult,
     LookupResponse,
     SearchResult,
+    SourceList,
     UpsertRequest,
     UpsertResponse,
+    decode_cursor,
 )
 from libs.errors import InvalidInputError, MvdbError, StoreError
 from libs.lifecycle import AsyncLifecycle
@@ -154,6 +156,15 @@ class IndexCore(AsyncLifecycle):
             raise InvalidInputError(f"offset must be 0 or more, got {offset}")
         store = await self.start()
         return await store.list_documents(library, limit, offset)
+
+    async def list_sources(
+        self, library: str, prefix: str = "", cursor: str | None = None, limit: int = 1000
+    ) -> SourceList:
+        if not 1 <= limit <= MAX_LIST_LIMIT:
+            raise InvalidInputError(f"limit must be between 1 and {MAX_LIST_LIMIT}, got {limit}")
+        after = decode_cursor(cursor, 1)[0] if cursor else None
+        store = await self.start()
+        return await store.list_sources(library, prefix, after, limit)
 
     async def list_libraries(self) -> ListLibrariesResult:
         return await self._run(lambda store: store.list_libraries())

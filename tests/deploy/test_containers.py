@@ -12,10 +12,11 @@ gateway's retries outlast the index's restart after `docker kill`.
 
 What is checked: each image holds exactly its locked packages; every container is healthy,
 runs as UID 10001 on a read-only root; a gateway that cannot reach its services is unhealthy;
-every MCP tool (the job tools following a background folder ingest), streamable HTTP, `POST /upload` with a Windows file name, `ingest_folder` on
-the mounted host folder; Prometheus (monitoring profile) scraping all four; `docker kill` of
-the index in the middle of a folder ingest leaving no partial document and the counts right;
-the data kept across `down` / `up`.
+every MCP tool (the job tools following a background folder ingest), streamable HTTP,
+`POST /upload` with a Windows file name, `ingest_folder` on the mounted host folder;
+Prometheus (monitoring profile) scraping all four; `docker kill` of the index in the middle
+of a folder ingest leaving no partial document and the counts right; the data kept across
+`down` / `up`.
 
 `make test-containers` runs this module (`make container-tools` installs Docker, compose and
 mmdebstrap from Debian first); it skips, saying why, where Docker cannot run.

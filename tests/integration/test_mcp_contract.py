@@ -88,8 +88,8 @@ async def test_tools_describe_themselves(gateway: str, transport: str) -> None:
     assert set(listed) == {tool.name for tool in TOOLS}
     assert capabilities is not None and capabilities.tools is not None
     assert capabilities.logging is not None
-    # Nothing advertised that would only ever list empty.
-    assert capabilities.prompts is None and capabilities.resources is None
+    # Documents are resources; prompts would only ever list empty, so they are not advertised.
+    assert capabilities.prompts is None and capabilities.resources is not None
     for name, tool in listed.items():
         assert tool.title and tool.description, name
         hints = tool.annotations

@@ -21,6 +21,7 @@ import httpx
 import pytest
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
 from libs.errors import InvalidInputError, UpstreamError
@@ -491,3 +492,32 @@ async def test_an_identity_sees_only_the_jobs_of_its_libraries(
             refused = await tools.call(tool, job_id=jobs["secret"])
             assert refused["error_code"] == "forbidden", (tool, refused)
             assert "library 'secret' is not allowed" in refused["error"], (tool, refused)
+
+
+async def test_manifests_deletes_and_resources_keep_to_an_identitys_libraries(
+    tenant_gateway: str, issuer: LocalIssuer
+) -> None:
+    admin = issuer.mint(issuer.claims(AUDIENCE, **{LIBRARIES_CLAIM: ["*"]}))
+    alice = issuer.mint(issuer.claims(AUDIENCE, **{LIBRARIES_CLAIM: ["team-a"]}))
+    async with mcp_tools(tenant_gateway, admin) as tools:
+        hidden = await tools.call(
+            "ingest_content", content="words kept apart", source="apart.md", library="secret"
+        )
+        await tools.call(
+            "ingest_content", content="words in the open", source="open.md", library="team-a"
+        )
+    async with httpx.AsyncClient(base_url=tenant_gateway, headers=bearer(alice)) as http:
+        own = await http.get("/sources", params={"library": "team-a"})
+        assert own.status_code == 200 and own.json()["sources"]
+        for response in (
+            await http.get("/sources", params={"library": "secret"}),
+            await http.delete("/documents", params={"library": "secret", "source": "apart.md"}),
+            await http.delete(f"/documents/{hidden['doc_id']}"),
+        ):
+            assert response.status_code == 403, response.text
+            assert "library 'secret' is not allowed" in response.json()["error"]
+    async with mcp_tools(tenant_gateway, alice) as tools:
+        listed = await tools.session.list_resources()
+        assert listed.resources and all("/team-a/" in str(r.uri) for r in listed.resources)
+        with pytest.raises(MCPError, match="library 'secret' is not allowed"):
+            await tools.session.read_resource(f"mcpvectordb://secret/{hidden['doc_id']}")

@@ -73,7 +73,7 @@ def test_the_typescript_sdk_sees_the_contract(gateway: str, transport: str) -> N
     assert report["errors"] == []
     assert report["version"]["name"] == "mcpvectordb"
     assert "logging" in report["capabilities"] and "tools" in report["capabilities"]
-    assert "prompts" not in report["capabilities"] and "resources" not in report["capabilities"]
+    assert "prompts" not in report["capabilities"] and "resources" in report["capabilities"]
     tools = {tool["name"]: tool for tool in report["tools"]}
     assert set(tools) == {tool.name for tool in TOOLS}
     assert all(tool["title"] and tool["outputSchema"] for tool in tools.values())

@@ -20,8 +20,8 @@ locks, model stamp, caches) and hands it to the modules that do the work:
 - `jobs`: background jobs' records.
 
 The service is the store's only writer. Blocking methods run in worker threads
-(`services.index.core.IndexCore` does that); `search` and `list_documents` are coroutines
-awaited on the caller's loop.
+(`services.index.core.IndexCore` does that); `search`, `list_documents` and `list_sources`
+are coroutines awaited on the caller's loop.
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ from libs.contracts import (
     ListDocumentsResult,
     ListLibrariesResult,
     SearchResult,
+    SourceList,
     UpsertRequest,
     UpsertResponse,
 )
@@ -89,6 +90,12 @@ class IndexStore:
     ) -> ListDocumentsResult:
         """A page of live documents, newest first, awaited on the caller's loop."""
         return await reads.list_documents(self.state, library, limit, offset)
+
+    async def list_sources(
+        self, library: str, prefix: str, after: str | None, limit: int
+    ) -> SourceList:
+        """A page of a library's sources by source, awaited on the caller's loop."""
+        return await reads.list_sources(self.state, library, prefix, after, limit)
 
     # ----------------------------------------------------- blocking (worker threads)
 

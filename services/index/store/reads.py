@@ -20,16 +20,21 @@ from libs.contracts import (
     LibraryInfo,
     ListDocumentsResult,
     ListLibrariesResult,
+    SourceEntry,
+    SourceList,
+    encode_cursor,
 )
 from services.index.errors import ChunkNotFound, DocumentNotFound
-from services.index.filters import equals
+from services.index.filters import equals, quote
 from services.index.store import snapshot
 from services.index.store.rows import document_chunk, document_info, load_metadata
 from services.index.store.schema import (
+    BY_SOURCE,
     DOCUMENT_INFO_COLUMNS,
     GET_COLUMNS,
     LIVE_ONLY,
     NEWEST_FIRST,
+    SOURCE_COLUMNS,
     WINDOW_COLUMNS,
     key_filter,
 )
@@ -159,6 +164,43 @@ async def list_documents(
         rows = (await page.to_arrow()).to_pylist()
         infos = [document_info(row) for row in rows]
         return ListDocumentsResult(documents=infos, count=len(infos), total=total)
+
+    return await snapshot.in_one_version(state, documents, read)
+
+
+async def list_sources(
+    state: StoreState, library: str, prefix: str, after: str | None, limit: int
+) -> SourceList:
+    """A page of the library's live sources that start with `prefix`, by source, after the
+    source `after` (keyset pagination: stable while documents come and go)."""
+    documents, _ = await tables_async(state)
+    if documents is None:
+        return SourceList(sources=[])
+    where = f"{LIVE_ONLY} AND {equals('library', library)}"
+    if prefix:
+        where += f" AND starts_with(source, {quote(prefix)})"
+    if after is not None:
+        where += f" AND source > {quote(after)}"
+
+    async def read(table: AsyncTable, version: int) -> SourceList:
+        # One more row than asked tells whether another page follows.
+        query = table.query().where(where).select(SOURCE_COLUMNS).order_by(BY_SOURCE)
+        rows = (await query.limit(limit + 1).to_arrow()).to_pylist()
+        page = [
+            SourceEntry(
+                source=row["source"],
+                doc_id=row["doc_id"],
+                content_sha256=row["content_hash"],
+                chunk_count=row["chunk_count"],
+                file_type=row["file_type"] or "",
+                last_modified=row["last_modified"] or "",
+            )
+            for row in rows[:limit]
+        ]
+        more = len(rows) > limit
+        return SourceList(
+            sources=page, next_cursor=encode_cursor(page[-1].source) if more else None
+        )
 
     return await snapshot.in_one_version(state, documents, read)
 

@@ -103,6 +103,17 @@ NEWEST_FIRST = [
     ColumnOrdering(column_name="doc_id", ascending=True),
 ]
 
+# list_sources: a library's manifest, by source (its keyset).
+SOURCE_COLUMNS = [
+    "source",
+    "doc_id",
+    "content_hash",
+    "chunk_count",
+    "file_type",
+    "last_modified",
+]
+BY_SOURCE = [ColumnOrdering(column_name="source", ascending=True)]
+
 GET_COLUMNS = [
     "doc_id",
     "source",

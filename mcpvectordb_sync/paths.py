@@ -1,0 +1,66 @@
+"""How a local file is named in the library, and how it is opened on Windows.
+
+A source is the file's path relative to the synced folder, its parts joined by `/` (never
+`\\`), under `--prefix` when given, in Unicode NFC (macOS reports names decomposed, Windows
+composed: the same folder synced from either names its documents alike). These functions take
+`PurePath`s, so their Windows behaviour is tested on any platform with `PureWindowsPath`.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from pathlib import PurePath, PureWindowsPath
+
+SUPPORTED_EXTENSIONS = frozenset(
+    {".pdf", ".docx", ".pptx", ".xlsx", ".xls", ".html", ".htm", ".txt", ".md", ".csv",
+     ".json", ".xml", ".zip", ".epub", ".ipynb"}
+)  # fmt: skip
+# What the gateway converts (libs.formats.CONVERTIBLE_EXTENSIONS; a test keeps them equal).
+
+MAX_PATH = 260  # the classic Windows limit a path must stay under without the \\?\ prefix
+
+
+def is_supported(name: str) -> bool:
+    return PurePath(name).suffix.lower() in SUPPORTED_EXTENSIONS
+
+
+def clean_prefix(prefix: str) -> str:
+    """`--prefix` as a source prefix: `/`-separated, no leading or trailing separators."""
+    parts = [p for p in prefix.replace("\\", "/").split("/") if p not in ("", ".")]
+    if ".." in parts:
+        raise ValueError("--prefix may not contain '..'")
+    return unicodedata.normalize("NFC", "/".join(parts))
+
+
+def source_of(relative: PurePath, prefix: str = "") -> str:
+    """The source of a file at `relative` (a path below the synced folder)."""
+    if relative.is_absolute() or relative.anchor:
+        raise ValueError(f"{relative} is not a path relative to the synced folder")
+    parts = [p for p in relative.parts if p not in ("", ".")]
+    if not parts or ".." in parts:
+        raise ValueError(f"{relative} is not a file below the synced folder")
+    name = unicodedata.normalize("NFC", "/".join(parts))
+    return f"{prefix}/{name}" if prefix else name
+
+
+def long_path(path: str, windows: bool) -> str:
+    """`path` in the form Windows opens whatever its length: `\\\\?\\C:\\...` for a drive path,
+    `\\\\?\\UNC\\server\\share\\...` for a UNC path (both absolute). Unchanged elsewhere, or when
+    short enough, or when already prefixed."""
+    if not windows or len(path) < MAX_PATH or path.startswith("\\\\?\\"):
+        return path
+    pure = PureWindowsPath(path)
+    text = str(pure)
+    if text.startswith("\\\\"):
+        return "\\\\?\\UNC\\" + text[2:]
+    if pure.drive and pure.root:
+        return "\\\\?\\" + text
+    return path
+
+
+def casefold_duplicates(sources: list[str]) -> list[list[str]]:
+    """Groups of sources that differ only by letter case (one file on Windows, two here)."""
+    groups: dict[str, list[str]] = {}
+    for source in sources:
+        groups.setdefault(source.casefold(), []).append(source)
+    return sorted(sorted(g) for g in groups.values() if len(g) > 1)

@@ -1,0 +1,132 @@
+"""Walk the synced folder: which files to sync, under which source, and what could not be
+read.
+
+Only files with an extension the gateway converts are taken; `--include` globs (when given)
+must match and `--exclude` globs must not, each matched case-insensitively against the path
+relative to the folder (`/`-separated) and against the base name. Office's lock files
+(`~$report.docx`) are never taken. Symbolic links and junctions to folders are not followed
+(a loop cannot run forever; a link out of the folder is not synced). A subfolder that cannot
+be listed makes the scan incomplete, and an incomplete scan never leads to deletions.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import stat
+from dataclasses import dataclass, field
+from pathlib import PurePath
+
+from mcpvectordb_sync.paths import casefold_duplicates, is_supported, long_path, source_of
+
+WINDOWS = os.name == "nt"
+
+
+class ScanError(Exception):
+    """The folder itself cannot be synced (missing, not a folder, unreadable)."""
+
+
+@dataclass(frozen=True)
+class LocalFile:
+    source: str
+    path: str  # as this platform opens it (long-path form on Windows)
+    size: int
+    mtime_ns: int
+
+
+@dataclass
+class Scan:
+    files: list[LocalFile] = field(default_factory=list)
+    unreadable: list[str] = field(default_factory=list)  # subfolders that could not be listed
+    ignored: int = 0  # files of a type the gateway does not convert
+    duplicates: list[list[str]] = field(default_factory=list)  # sources differing by case only
+
+    @property
+    def complete(self) -> bool:
+        return not self.unreadable
+
+
+@dataclass(frozen=True)
+class Filters:
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+
+    def wants(self, relative: str) -> bool:
+        name = relative.rsplit("/", 1)[-1]
+        if name.startswith("~$"):
+            return False
+        if self.include and not _matches(relative, name, self.include):
+            return False
+        return not _matches(relative, name, self.exclude)
+
+
+def _matches(relative: str, name: str, globs: tuple[str, ...]) -> bool:
+    rel, base = relative.casefold(), name.casefold()
+    for glob in globs:
+        pattern = glob.replace("\\", "/").casefold()
+        if fnmatch.fnmatchcase(rel, pattern) or fnmatch.fnmatchcase(base, pattern):
+            return True
+    return False
+
+
+def scan(folder: str, prefix: str = "", filters: Filters | None = None) -> Scan:
+    """Every file below `folder` to sync, sorted by source."""
+    filters = filters or Filters()
+    root = os.path.abspath(folder)
+    try:
+        if not stat.S_ISDIR(os.stat(long_path(root, WINDOWS)).st_mode):
+            raise ScanError(f"{folder} is not a folder; pass the folder to keep in sync")
+    except FileNotFoundError as exc:
+        raise ScanError(
+            f"{folder} does not exist; check the path (and that the drive or share is connected)"
+        ) from exc
+    except OSError as exc:
+        raise ScanError(f"cannot read {folder}: {exc.strerror or exc}") from exc
+    result = Scan()
+    pending: list[tuple[str, tuple[str, ...]]] = [(root, ())]
+    while pending:
+        directory, parts = pending.pop()
+        try:
+            with os.scandir(long_path(directory, WINDOWS)) as entries:
+                listed = list(entries)
+        except OSError as exc:
+            if not parts:
+                raise ScanError(f"cannot list {folder}: {exc.strerror or exc}") from exc
+            result.unreadable.append("/".join(parts))
+            continue
+        for entry in listed:
+            here = (*parts, entry.name)
+            path = os.path.join(directory, entry.name)
+            try:
+                if _is_link_to_folder(entry):
+                    continue
+                if entry.is_dir(follow_symlinks=False):
+                    pending.append((path, here))
+                    continue
+                if not entry.is_file():
+                    continue
+                relative = "/".join(here)
+                if not is_supported(entry.name):
+                    result.ignored += 1
+                    continue
+                if not filters.wants(relative):
+                    continue
+                info = entry.stat()
+            except OSError:
+                result.unreadable.append("/".join(here))
+                continue
+            source = source_of(PurePath(*here), prefix)
+            result.files.append(
+                LocalFile(source, long_path(path, WINDOWS), info.st_size, info.st_mtime_ns)
+            )
+    result.files.sort(key=lambda f: f.source)
+    result.unreadable.sort()
+    result.duplicates = casefold_duplicates([f.source for f in result.files])
+    return result
+
+
+def _is_link_to_folder(entry: os.DirEntry[str]) -> bool:
+    junction = getattr(entry, "is_junction", None)  # Python 3.12+
+    if junction is not None and junction():
+        return True
+    return entry.is_symlink() and entry.is_dir(follow_symlinks=True)

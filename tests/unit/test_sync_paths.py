@@ -1,0 +1,155 @@
+"""The sync client's naming of files, Windows included (`PureWindowsPath` on any platform):
+drive letters, UNC paths, backslashes, non-ASCII and very long names, case-only duplicates;
+and the folder scan on a real temporary folder."""
+
+from __future__ import annotations
+
+import os
+import unicodedata
+from pathlib import Path, PurePosixPath, PureWindowsPath
+
+import pytest
+
+from libs.formats import CONVERTIBLE_EXTENSIONS
+from mcpvectordb_sync.paths import (
+    SUPPORTED_EXTENSIONS,
+    casefold_duplicates,
+    clean_prefix,
+    long_path,
+    source_of,
+)
+from mcpvectordb_sync.scan import Filters, ScanError, scan
+
+
+def test_the_client_sends_what_the_gateway_converts() -> None:
+    assert frozenset(SUPPORTED_EXTENSIONS) == CONVERTIBLE_EXTENSIONS
+
+
+@pytest.mark.parametrize(
+    ("folder", "file", "prefix", "expected"),
+    [
+        (
+            "C:\\Users\\me\\Docs",
+            "C:\\Users\\me\\Docs\\Projects\\Q3\\report.pdf",
+            "",
+            "Projects/Q3/report.pdf",
+        ),
+        ("c:/Users/me/Docs", "C:\\Users\\me\\Docs\\Q4\\report.pdf", "", "Q4/report.pdf"),
+        (
+            "\\\\fileserver\\share\\team",
+            "\\\\fileserver\\share\\team\\a\\b.docx",
+            "Team",
+            "Team/a/b.docx",
+        ),
+        ("D:\\", "D:\\Überblick\\Grüße — 2025.md", "", "Überblick/Grüße — 2025.md"),
+        ("D:\\data", "D:\\data\\日本語\\資料.txt", "jp", "jp/日本語/資料.txt"),
+    ],
+)
+def test_windows_sources_are_relative_and_slash_separated(
+    folder: str, file: str, prefix: str, expected: str
+) -> None:
+    relative = PureWindowsPath(file).relative_to(PureWindowsPath(folder))
+    assert source_of(relative, prefix) == expected
+    assert "\\" not in source_of(relative, prefix)
+
+
+def test_sources_are_nfc_whatever_the_platform_reports() -> None:
+    decomposed = unicodedata.normalize("NFD", "Grüße.md")
+    assert source_of(PurePosixPath("a", decomposed)) == unicodedata.normalize("NFC", "a/Grüße.md")
+
+
+@pytest.mark.parametrize("bad", [PureWindowsPath("C:\\x\\a.md"), PureWindowsPath("..\\a.md")])
+def test_only_relative_paths_below_the_folder_have_sources(bad: PureWindowsPath) -> None:
+    with pytest.raises(ValueError):
+        source_of(bad)
+
+
+def test_prefixes_are_cleaned() -> None:
+    assert clean_prefix("\\Team\\Reports\\") == "Team/Reports"
+    assert clean_prefix("/a/./b/") == "a/b"
+    assert clean_prefix("") == ""
+    with pytest.raises(ValueError, match=r"\.\."):
+        clean_prefix("a/../b")
+
+
+def test_long_windows_paths_get_the_extended_prefix() -> None:
+    deep = "C:\\Users\\me\\" + "\\".join(["a-rather-long-folder-name"] * 12) + "\\file.pdf"
+    assert len(deep) > 260
+    assert long_path(deep, windows=True) == "\\\\?\\" + deep
+    unc = "\\\\server\\share\\" + "x" * 300 + ".md"
+    assert long_path(unc, windows=True) == "\\\\?\\UNC\\server\\share\\" + "x" * 300 + ".md"
+    assert long_path("C:\\short.md", windows=True) == "C:\\short.md"
+    assert long_path("\\\\?\\" + deep, windows=True) == "\\\\?\\" + deep
+    assert long_path("/" + "y" * 300, windows=False) == "/" + "y" * 300
+
+
+def test_case_only_duplicates_are_found() -> None:
+    groups = casefold_duplicates(["A/Report.pdf", "a/report.pdf", "b.md", "Ä.md", "ä.md"])
+    assert groups == [["A/Report.pdf", "a/report.pdf"], ["Ä.md", "ä.md"]]
+
+
+def _tree(root: Path, files: dict[str, bytes]) -> None:
+    for name, data in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+
+
+def test_scan_takes_supported_files_under_their_sources(tmp_path: Path) -> None:
+    long_name = "n" * 200 + ".md"
+    _tree(
+        tmp_path,
+        {
+            "Q3/report.md": b"q3",
+            "Q4/report.md": b"q4",
+            "Q4/Report.MD": b"case",
+            "Grüße/über.txt": b"u",
+            "deep/" + "/".join(["level"] * 30) + "/" + long_name: b"deep",
+            "image.png": b"png",
+            "binary.bin": b"bin",
+            "~$report.docx": b"lock",
+            "Archive/old.md": b"old",
+        },
+    )
+    (tmp_path / "loop").symlink_to(tmp_path, target_is_directory=True)
+    found = scan(str(tmp_path), "P", Filters(exclude=("Archive/*",)))
+    sources = [f.source for f in found.files]
+    assert "P/Q3/report.md" in sources and "P/Grüße/über.txt" in sources
+    assert any(s.endswith(long_name) and s.count("/") == 32 for s in sources)
+    assert not any("Archive" in s or "~$" in s or "loop" in s for s in sources)
+    assert found.ignored == 2  # .png (no OCR here) and .bin
+    assert found.duplicates == [["P/Q4/Report.MD", "P/Q4/report.md"]]
+    assert found.complete
+    assert sources == sorted(sources)
+
+    only_q = scan(str(tmp_path), "", Filters(include=("q3/*", "*.TXT")))
+    assert [f.source for f in only_q.files] == ["Grüße/über.txt", "Q3/report.md"]
+
+
+def test_a_folder_that_cannot_be_read_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(ScanError, match="does not exist"):
+        scan(str(tmp_path / "missing"))
+    (tmp_path / "file.md").write_text("x")
+    with pytest.raises(ScanError, match="not a folder"):
+        scan(str(tmp_path / "file.md"))
+
+
+@pytest.mark.skipif(os.name == "nt", reason="builds a path longer than Linux's PATH_MAX")
+def test_an_unreadable_subfolder_makes_the_scan_incomplete(tmp_path: Path) -> None:
+    # A folder nested deeper than PATH_MAX (4096 bytes) exists but cannot be listed by its
+    # path, whoever runs the test (root reads through permissions): built with dir_fd.
+    _tree(tmp_path, {"ok/a.md": b"a"})
+    name = "d" * 250
+    fd = os.open(tmp_path, os.O_RDONLY)
+    try:
+        for _ in range(18):
+            os.mkdir(name, dir_fd=fd)
+            inner = os.open(name, os.O_RDONLY, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+    finally:
+        os.close(fd)
+    found = scan(str(tmp_path))
+    assert not found.complete
+    assert found.unreadable and found.unreadable[0].startswith(name)
+    assert [f.source for f in found.files] == ["ok/a.md"]
