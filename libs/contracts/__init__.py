@@ -26,6 +26,7 @@ from libs.contracts.fields import (
     LibraryName,
     MaxPerDocument,
     MaxTokens,
+    MinScore,
     SearchMode,
 )
 from libs.contracts.jobs import (
@@ -55,6 +56,7 @@ from libs.contracts.messages import (
     UpsertRequest,
     UpsertResponse,
 )
+from libs.contracts.repos import IngestRepoInput, RepoIngestResult
 from libs.contracts.resources import (
     MARKDOWN,
     URI_TEMPLATE,
@@ -138,6 +140,7 @@ __all__ = [
     "IngestContentInput",
     "IngestFileInput",
     "IngestFolderInput",
+    "IngestRepoInput",
     "IngestResult",
     "IngestStatus",
     "IngestUrlInput",
@@ -159,11 +162,13 @@ __all__ = [
     "LookupResponse",
     "MaxPerDocument",
     "MaxTokens",
+    "MinScore",
     "ModelInfo",
     "NewDocument",
     "NoInput",
     "PathCheck",
     "ReadyStatus",
+    "RepoIngestResult",
     "ResourcePageInput",
     "SearchHit",
     "SearchInput",

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pydantic import BaseModel
 
 from libs.contracts.jobs import Job, JobAccepted, JobIdInput, JobList, ListJobsInput
+from libs.contracts.repos import IngestRepoInput, RepoIngestResult
 from libs.contracts.tools import (
     DeleteResult,
     DocIdInput,
@@ -87,6 +88,19 @@ TOOLS: tuple[ToolContract, ...] = (
         (FolderIngestResult, JobAccepted),
         writes=True,
         idempotent=True,
+    ),
+    ToolContract(
+        "ingest_repo",
+        "Ingest a git repository",
+        "Clone a git repository (http/https URL, or owner/repo for GitHub; one ref, shallow) "
+        "and index its documentation and text files as <url>#<path>. Ingesting it again syncs: "
+        "unchanged files are skipped, changed ones replaced, deleted ones removed (prune). "
+        "Large repositories: background=true and the job tools.",
+        IngestRepoInput,
+        (RepoIngestResult, JobAccepted),
+        writes=True,
+        idempotent=True,
+        open_world=True,
     ),
     ToolContract(
         "search",

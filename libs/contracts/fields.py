@@ -204,6 +204,18 @@ MaxPerDocument = Annotated[
         description=f"At most this many chunks from any one document (1-{MAX_PER_DOCUMENT})",
     ),
 ]
+MinScore = Annotated[
+    float | None,
+    Field(
+        ge=0.0,
+        le=1.0,
+        description=(
+            "Similarity floor (0-1): drop results whose cosine similarity to the query is "
+            "below it, in every mode; each result reports its similarity. With the bundled "
+            "MiniLM model 0.35-0.4 keeps related results, 0.9 finds near-duplicates"
+        ),
+    ),
+]
 Limit = Annotated[
     int,
     Field(ge=1, le=MAX_LIST_LIMIT, description=f"Max documents to return (1-{MAX_LIST_LIMIT})"),

@@ -27,10 +27,10 @@ class Job(Out):
     again from the start: files finished before it count as `skipped` (same content hash)."""
 
     job_id: str
-    kind: Literal["ingest_folder"] = "ingest_folder"
+    kind: Literal["ingest_folder", "ingest_repo"] = "ingest_folder"
     status: JobStatus
     library: str
-    folder: str
+    folder: str  # the folder, or for ingest_repo the repository URL
     total_files: int = 0
     processed: int = 0
     indexed: int = 0

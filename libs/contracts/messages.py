@@ -14,6 +14,7 @@ from libs.contracts.fields import (
     EmbedKind,
     MaxPerDocument,
     MaxTokens,
+    MinScore,
     Model,
     Out,
     SearchMode,
@@ -34,6 +35,9 @@ class Chunk(Out):
     page: int = 0
     headings: list[str] = Field(default_factory=list)
     token_count: int = 0
+    # The chunk's first and last line in the converted Markdown (1-based; 0 = unknown).
+    start_line: int = 0
+    end_line: int = 0
 
 
 class ConvertResult(Out):
@@ -165,6 +169,7 @@ class IndexSearchRequest(Model):
     mode: SearchMode = "hybrid"
     max_tokens: MaxTokens = None
     max_per_document: MaxPerDocument = None
+    min_score: MinScore = None
 
 
 class IndexInfo(Out):

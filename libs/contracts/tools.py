@@ -28,6 +28,7 @@ from libs.contracts.fields import (
     MaxPerDocument,
     MaxTokens,
     Metadata,
+    MinScore,
     Offset,
     Out,
     Query,
@@ -103,6 +104,7 @@ class SearchInput(ToolInput):
     filter: Filter = None
     max_tokens: MaxTokens = None
     max_per_document: MaxPerDocument = None
+    min_score: MinScore = None
 
 
 class ListDocumentsInput(ToolInput):
@@ -159,6 +161,13 @@ class SearchHit(Out):
     score: float = 0.0
     headings: list[str] = Field(default_factory=list)
     token_count: int = 0
+    # Cosine similarity of the chunk to the query (0-1 in practice); null only in a
+    # keyword-only search without min_score, where the query is not embedded.
+    similarity: float | None = None
+    # First and last line of the chunk in the converted Markdown (for text and Markdown
+    # files, the file's own lines); 1-based, 0 where unknown (chunks stored before 0.6.0).
+    start_line: int = 0
+    end_line: int = 0
 
 
 class SearchResult(Out):
@@ -207,6 +216,8 @@ class DocumentChunk(Out):
     content: str
     page: int = 0
     headings: list[str] = Field(default_factory=list)
+    start_line: int = 0
+    end_line: int = 0
 
 
 class GetDocumentResult(Out):

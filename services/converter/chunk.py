@@ -16,7 +16,8 @@ drops the rest, so every chunk is measured with the model's own tokenizer and no
    longer than its slice is cut again, so the limit holds without exception.
 
 Chunks are slices of the input: no text is lost except the whitespace at a cut, and chunks
-that hold only markup (table rules, comments) are skipped.
+that hold only markup (table rules, comments) are skipped. Each remembers where it starts, so
+it reports its first and last line in the Markdown (`LineIndex`, 1-based).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from tokenizers import Encoding, Tokenizer
 
 from libs.contracts import Chunk
 from libs.modelfiles import bundled_tokenizer
+from services.converter.lines import LineIndex
 
 _ATX = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.+?)(?:[ \t]+#+)?[ \t]*$")
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
@@ -160,6 +162,12 @@ class _Piece:
     text: str
     page: int
     headings: tuple[str, ...]
+    start: int  # where `text` starts in the Markdown
+
+    def stripped(self, text: str, offset: int) -> _Piece:
+        """The piece of `text` (found at `offset` in this piece) without outer whitespace."""
+        lead = len(text) - len(text.lstrip())
+        return _Piece(text.strip(), self.page, self.headings, self.start + offset + lead)
 
 
 class Chunker:
@@ -193,7 +201,7 @@ class Chunker:
         texts = [markdown[s.start : s.end] for s in sections]
         encodings = self._tokenizer.encode_batch(texts, add_special_tokens=False)
         pieces = self._pack(markdown, sections, encodings)
-        return self._finish(pieces)
+        return self._finish(pieces, LineIndex(markdown))
 
     # ------------------------------------------------------------------ sections
 
@@ -240,7 +248,7 @@ class Chunker:
             if group:
                 text = markdown[group[0].start : group[-1].end]
                 headings = _common_prefix([s.headings for s in group])
-                pieces.append(_Piece(text, group[0].page, headings))
+                pieces.append(_Piece(text, group[0].page, headings, group[0].start))
             group.clear()
             group_tokens = 0
 
@@ -263,22 +271,28 @@ class Chunker:
                     for start, end in self._split(text, encoding, self._budget):
                         inside = start >= section.start - lead.start
                         headings = section.headings if inside else lead_headings
-                        pieces.append(_Piece(text[start:end], section.page, headings))
+                        pieces.append(
+                            _Piece(text[start:end], section.page, headings, lead.start + start)
+                        )
                     continue
                 flush()
             if size > self._budget:
                 text = markdown[section.start : section.end]
                 for start, end in self._split(text, encoding, self._budget):
-                    pieces.append(_Piece(text[start:end], section.page, section.headings))
+                    pieces.append(
+                        _Piece(
+                            text[start:end], section.page, section.headings, section.start + start
+                        )
+                    )
                 continue
             group.append(section)
             group_tokens += size
         flush()
         return pieces
 
-    def _finish(self, pieces: list[_Piece]) -> list[Chunk]:
+    def _finish(self, pieces: list[_Piece], lines: LineIndex) -> list[Chunk]:
         """Measure every chunk with its special tokens; cut again the few that overflow."""
-        kept = [_Piece(p.text.strip(), p.page, p.headings) for p in pieces if has_text(p.text)]
+        kept = [p.stripped(p.text, 0) for p in pieces if has_text(p.text)]
         counts = [len(e.ids) for e in self._tokenizer.encode_batch([p.text for p in kept])]
         measured: list[tuple[_Piece, int]] = []
         for piece, count in zip(kept, counts, strict=True):
@@ -293,6 +307,8 @@ class Chunker:
                 page=piece.page,
                 headings=list(piece.headings),
                 token_count=count,
+                start_line=lines.line_of(piece.start),
+                end_line=lines.line_of(piece.start + max(len(piece.text) - 1, 0)),
             )
             for index, (piece, count) in enumerate(measured)
         ]
@@ -304,11 +320,10 @@ class Chunker:
         budget = max(1, min(self._budget, len(encoding.ids)) - (count - self.max_tokens))
         fitted: list[tuple[_Piece, int]] = []
         for start, end in self._split(piece.text, encoding, budget):
-            text = piece.text[start:end].strip()
-            if not has_text(text):
+            if not has_text(piece.text[start:end]):
                 continue
-            part = _Piece(text, piece.page, piece.headings)
-            size = self.count_tokens(text)
+            part = piece.stripped(piece.text[start:end], start)
+            size = self.count_tokens(part.text)
             if size <= self.max_tokens:
                 fitted.append((part, size))
             else:

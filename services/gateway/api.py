@@ -24,6 +24,7 @@ from libs.contracts import (
     DeleteSourceInput,
     DocIdInput,
     IngestFolderInput,
+    IngestRepoInput,
     JobIdInput,
     ListJobsInput,
     ListSourcesInput,
@@ -135,6 +136,21 @@ async def ingest_folder(request: Request) -> JSONResponse:
     req = _validated(IngestFolderInput, body)
     require_library(caller_access.get(), req.library, "ingest_folder")
     result = await _library(request).ingest_folder(req, _HTTP)
+    return JSONResponse(result.model_dump())
+
+
+@router.post("/ingest_repo")
+async def ingest_repo(request: Request) -> JSONResponse:
+    require_write(caller_access.get(), "ingest_repo")
+    try:
+        body = await request.json()
+    except ValueError as exc:
+        raise InvalidInputError("the body must be a JSON object with at least 'url'") from exc
+    if not isinstance(body, dict):
+        raise InvalidInputError("the body must be a JSON object with at least 'url'")
+    req = _validated(IngestRepoInput, body)
+    require_library(caller_access.get(), req.library, "ingest_repo")
+    result = await _library(request).ingest_repo(req, _HTTP)
     return JSONResponse(result.model_dump())
 
 

@@ -1,4 +1,4 @@
-"""Background jobs: folder ingests that outlive the call that started them.
+"""Background jobs: folder and repository ingests that outlive the call that started them.
 
 `Jobs` queues them and runs `JOB_CONCURRENCY` at a time; each job's record (the job callers see
 and the request that runs it) is saved in the index when the job is accepted, when it starts,
@@ -11,6 +11,9 @@ A cancel stops a job after the files in progress: what finished stays indexed an
 `cancelled` (a queued job is cancelled at once). The same folder and library asked again while
 its job is queued or running joins that job. Finished jobs are deleted after
 `JOB_RETENTION_DAYS`.
+
+A repository job (`kind` 'ingest_repo') stores its `ingest_repo` request and runs it the same
+way: `folder` is the repository URL, and a resumed job clones again.
 """
 
 from __future__ import annotations
@@ -23,12 +26,14 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Literal
 
 from libs.contracts import (
     ACTIVE_STATUSES,
     FolderError,
     FolderIngestResult,
     IngestFolderInput,
+    IngestRepoInput,
     IngestResult,
     Job,
     JobAccepted,
@@ -41,6 +46,7 @@ from services.gateway.folders import FolderHooks
 log = logging.getLogger(__name__)
 
 RunFolder = Callable[[IngestFolderInput, FolderHooks], Awaitable[FolderIngestResult]]
+RunRepo = Callable[[IngestRepoInput, FolderHooks], Awaitable[FolderIngestResult]]
 
 
 def now() -> str:
@@ -58,10 +64,17 @@ class Jobs:
     """The job queue of one gateway; see the module docstring."""
 
     def __init__(
-        self, index: IndexPort, run_folder: RunFolder, *, concurrency: int, retention_days: float
+        self,
+        index: IndexPort,
+        run_folder: RunFolder,
+        *,
+        concurrency: int,
+        retention_days: float,
+        run_repo: RunRepo | None = None,
     ) -> None:
         self.index = index
         self.run_folder = run_folder
+        self.run_repo = run_repo
         self.concurrency = concurrency
         self.retention = timedelta(days=retention_days)
         self._queue: asyncio.Queue[str] = asyncio.Queue()
@@ -114,18 +127,34 @@ class Jobs:
     async def submit(self, request: IngestFolderInput, folder: Path) -> JobAccepted:
         """Queue a folder ingest (`folder` resolved), or join the one already queued or running
         for the same folder and library."""
+        stored = request.model_copy(update={"folder": str(folder), "background": False})
+        return await self._enqueue("ingest_folder", str(folder), request.library, stored)
+
+    async def submit_repo(self, request: IngestRepoInput, url: str) -> JobAccepted:
+        """Queue a repository ingest (`url` normalised), or join the one already queued or
+        running for the same repository and library."""
+        stored = request.model_copy(update={"url": url, "background": False})
+        return await self._enqueue("ingest_repo", url, request.library, stored)
+
+    async def _enqueue(
+        self,
+        kind: Literal["ingest_folder", "ingest_repo"],
+        folder: str,
+        library: str,
+        stored: IngestFolderInput | IngestRepoInput,
+    ) -> JobAccepted:
         for running in self._active.values():
             job = running.record.job
-            if job.folder == str(folder) and job.library == request.library:
+            if job.kind == kind and job.folder == folder and job.library == library:
                 return JobAccepted(job_id=job.job_id, existing=True)
         job = Job(
             job_id=str(uuid.uuid4()),
+            kind=kind,
             status="queued",
-            library=request.library,
-            folder=str(folder),
+            library=library,
+            folder=folder,
             created_at=now(),
         )
-        stored = request.model_copy(update={"folder": str(folder), "background": False})
         record = JobRecord(job=job, request=stored.model_dump(mode="json"))
         await self.index.save_job(record)
         self._active[job.job_id] = _Running(record)
@@ -175,7 +204,6 @@ class Jobs:
 
     async def _run(self, running: _Running) -> None:
         job = running.record.job
-        request = IngestFolderInput.model_validate(running.record.request)
         async with running.lock:
             for counter in ("processed", "indexed", "replaced", "skipped", "failed", "deleted"):
                 setattr(job, counter, 0)
@@ -203,7 +231,7 @@ class Jobs:
 
         hooks = FolderHooks(scanned, file_done, running.stop.is_set)
         try:
-            result = await self.run_folder(request, hooks)
+            result = await self._dispatch(running.record, hooks)
         except asyncio.CancelledError:
             raise  # the gateway is stopping: the job stays 'running' and resumes on start
         except Exception as exc:
@@ -221,6 +249,13 @@ class Jobs:
             extra={"fields": {"job_id": job.job_id, "status": job.status, "files": job.processed}},
         )
         await self._forget_old()
+
+    async def _dispatch(self, record: JobRecord, hooks: FolderHooks) -> FolderIngestResult:
+        if record.job.kind == "ingest_repo":
+            if self.run_repo is None:
+                raise MvdbError("this gateway cannot run repository jobs")
+            return await self.run_repo(IngestRepoInput.model_validate(record.request), hooks)
+        return await self.run_folder(IngestFolderInput.model_validate(record.request), hooks)
 
     async def _forget_old(self) -> None:
         cutoff = (datetime.now(UTC) - self.retention).isoformat(timespec="milliseconds")

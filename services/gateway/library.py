@@ -36,6 +36,7 @@ from libs.contracts import (
     IngestContentInput,
     IngestFileInput,
     IngestFolderInput,
+    IngestRepoInput,
     IngestResult,
     IngestUrlInput,
     Job,
@@ -49,6 +50,7 @@ from libs.contracts import (
     ListSourcesInput,
     NoInput,
     PathCheck,
+    RepoIngestResult,
     ResourcePageInput,
     SearchInput,
     SearchMode,
@@ -70,6 +72,8 @@ from services.gateway.folders import FolderHooks, FolderIngest
 from services.gateway.jobs import Jobs
 from services.gateway.pipeline import Pipeline
 from services.gateway.ports import Ports
+from services.gateway.repos import CloneLimits, repo_url
+from services.gateway.reposync import RepoIngest
 from services.gateway.settings import GatewaySettings
 from services.gateway.sources import scan_folder_root
 
@@ -134,11 +138,15 @@ class Library:
         self.call = Call(transport or settings.transport)
         self._ingest = Pipeline(settings, ports.converter, ports.embedder, ports.index, fetcher)
         self.folders = FolderIngest(self._ingest)
+        self.repos = RepoIngest(
+            self._ingest, CloneLimits(settings.repo_max_bytes, settings.repo_clone_timeout_s)
+        )
         self.jobs = Jobs(
             ports.index,
             self.folders.run,
             concurrency=settings.job_concurrency,
             retention_days=settings.job_retention_days,
+            run_repo=self.repos.run,
         )
 
     # ------------------------------------------------------------------------ ingest
@@ -181,6 +189,34 @@ class Library:
 
         return await self.folders.run(req, FolderHooks(scanned, file_done))
 
+    async def ingest_repo(
+        self, req: IngestRepoInput, call: Call | None = None
+    ) -> RepoIngestResult | JobAccepted:
+        """Clone the repository and sync its files into the library, or with `background`
+        a job (its id at once, after the URL policy accepted the URL)."""
+        if req.background:
+            url = repo_url(req.url)
+            await self._ingest.urls.check(url)
+            return await self.jobs.submit_repo(req, url)
+        report = call.progress if call is not None else None
+        if report is None:
+            return await self.repos.run(req)
+        total = 0
+        done = 0
+
+        async def scanned(found: int) -> None:
+            nonlocal total
+            total = found
+            await report(0, total, f"{found} files to ingest")
+
+        async def file_done(path: Path, outcome: IngestResult | MvdbError) -> None:
+            nonlocal done
+            done += 1
+            status = outcome.status if isinstance(outcome, IngestResult) else "failed"
+            await report(done, total, f"{path}: {status}")
+
+        return await self.repos.run(req, FolderHooks(scanned, file_done))
+
     async def ingest_upload(self, req: UploadInput, call: Call | None = None) -> IngestResult:
         """The upload's identity is its `source` when given (e.g. 'Projects/Q3/report.pdf'),
         else the file's base name; the base name's extension picks the converter."""
@@ -193,9 +229,10 @@ class Library:
     async def search(
         self, req: SearchInput, call: Call | None = None, *, mode: SearchMode = "hybrid"
     ) -> SearchResult:
-        """Embed the query (unless `mode` is keyword-only), then ask the index."""
+        """Embed the query (unless `mode` is keyword-only and no similarity floor is set),
+        then ask the index."""
         vector = None
-        if mode != "bm25":
+        if mode != "bm25" or req.min_score is not None:
             vector = encode(await self.ports.embedder.embed([req.query], "query"))
         return await self.ports.index.search(
             IndexSearchRequest(
@@ -207,6 +244,7 @@ class Library:
                 mode=mode,
                 max_tokens=req.max_tokens,
                 max_per_document=req.max_per_document,
+                min_score=req.min_score,
             )
         )
 

@@ -39,6 +39,8 @@ class GatewaySettings(CommonSettings):
     embed_batch_texts: int = Field(default=64, ge=1, le=4096)
     embed_timeout_per_text_s: float = Field(default=0.5, ge=0)
     embed_cache_texts: int = Field(default=20_000, ge=0)
+    repo_max_bytes: int = Field(default=500 * 1024 * 1024, ge=1)
+    repo_clone_timeout_s: float = Field(default=300.0, gt=0)
     job_concurrency: int = Field(default=1, ge=1, le=16)
     job_retention_days: float = Field(default=7.0, gt=0)
     transport: str = "sse"

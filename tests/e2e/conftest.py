@@ -27,7 +27,9 @@ def cluster_env(var_dir: Path, **extra: str) -> dict[str, str]:
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     var_dir = tmp_path_factory.mktemp("cluster-var")
     try:
-        with running(cluster_env(var_dir, URL_ALLOW_HOSTS="127.0.0.1")) as started:
+        # REPO_MAX_BYTES small enough for test_repos.py to build a repository over it.
+        env = cluster_env(var_dir, URL_ALLOW_HOSTS="127.0.0.1", REPO_MAX_BYTES="3000000")
+        with running(env) as started:
             yield started
     except RuntimeError as exc:
         pytest.fail(str(exc))

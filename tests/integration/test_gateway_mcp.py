@@ -29,6 +29,7 @@ EXPECTED_TOOLS = {
     "get_job",
     "list_jobs",
     "cancel_job",
+    "ingest_repo",
 }
 
 
@@ -63,6 +64,7 @@ async def test_tools_are_listed_with_spec_names_and_params(gateway_url: str) -> 
             "filter",
             "max_tokens",
             "max_per_document",
+            "min_score",
         }
         assert schema["search"]["required"] == ["query"]
         assert set(schema["get_document"]["properties"]) == {"doc_id", "chunk_index", "context"}
@@ -108,6 +110,8 @@ async def test_read_only_token_can_search_but_not_write(gateway_url: str) -> Non
     async with sse_tools(gateway_url + "/sse", READ) as tools:
         refused = await tools.call("ingest_content", content="x", source="y")
         assert refused["error_code"] == "forbidden"
+        repo = await tools.call("ingest_repo", url="owner/repo")
+        assert repo["error_code"] == "forbidden"
         assert "results" in await tools.call("search", query="anything")
 
 
@@ -121,6 +125,9 @@ async def test_http_routes_need_a_token(gateway_url: str) -> None:
         assert wrong.status_code == 401 and wrong.json()["error_code"] == "unauthorized"
         ro = await http.post("/upload", headers=READ, files={"file": ("a.txt", b"x", "text/plain")})
         assert ro.status_code == 403
+        repo = await http.post("/ingest_repo", headers=READ, json={"url": "owner/repo"})
+        assert repo.status_code == 403 and repo.json()["error_code"] == "forbidden"
+        assert (await http.post("/ingest_repo", json={"url": "owner/repo"})).status_code == 401
 
 
 async def test_upload_status_codes(gateway_url: str) -> None:

@@ -538,6 +538,8 @@ async def test_a_store_from_before_the_filter_columns_is_upgraded_on_open(
         assert counted.total_tokens == sum(count_tokens(["walrus from before", "second walrus"]))
         window = await core.get("old-doc", chunk_index=1, context=1)
         assert window.content == "walrus from before\n\nsecond walrus"
+        assert window.chunks is not None
+        assert [(c.start_line, c.end_line) for c in window.chunks] == [(0, 0), (0, 0)]
         # New writes go into the upgraded table next to the old rows.
         await core.upsert(
             upsert_request("new.md", ["walrus today"], seed=4, metadata={"author": "Alice"})
@@ -564,6 +566,9 @@ async def test_a_store_from_before_the_filter_columns_is_upgraded_on_open(
         )
         assert chunks.count_rows() == 3
         names = chunks.schema.names
-        assert names[-3:] == ["token_count", "meta_json", "meta_list"]
+        assert names[-5:] == ["token_count", "meta_json", "meta_list", "start_line", "end_line"]
+        # Where an old chunk lay in its Markdown was never recorded: 0, unknown.
+        assert chunks.count_rows("start_line IS NULL OR end_line IS NULL") == 0
+        assert chunks.count_rows("doc_id = 'old-doc' AND start_line = 0 AND end_line = 0") == 2
     finally:
         store.close()

@@ -238,6 +238,7 @@ def test_property_limit_and_coverage(lines: list[str]) -> None:
     chunks = chunker.chunk(markdown)
     assert_well_formed(chunks, tok, 48)
     assert_no_word_lost(markdown, chunks)
+    assert_lines(markdown, chunks)
 
 
 def test_heading_text_is_cleaned() -> None:
@@ -259,3 +260,65 @@ def test_pride_and_prejudice_is_fast_and_complete(chunker: Chunker, tokenizer: T
     assert max(c.token_count for c in chunks) <= 256
     assert_no_word_lost(text, chunks)
     assert any("It is a truth universally acknowledged" in c.text for c in chunks)
+    assert_lines(text, chunks)
+
+
+def assert_lines(markdown: str, chunks: list[Chunk]) -> None:
+    """Each chunk lies in its lines: its text starts on `start_line` and ends on `end_line`
+    of `markdown` (1-based), and later chunks never start before earlier ones."""
+    lines = markdown.split("\n")
+    previous = 1
+    for chunk in chunks:
+        first, last = chunk.start_line, chunk.end_line
+        assert 1 <= first <= last <= len(lines), (first, last, len(lines))
+        window = "\n".join(lines[first - 1 : last])
+        at = window.find(chunk.text)
+        assert at != -1, (chunk.chunk_index, first, last)
+        assert at <= len(lines[first - 1]), "the text starts after its start_line"
+        assert (
+            at + len(chunk.text) > len(window) - len(lines[last - 1]) - 1 or not lines[last - 1]
+        ), "the text ends before its end_line"
+        assert first >= previous
+        previous = first
+
+
+def test_line_numbers_point_at_the_chunk_in_the_markdown(chunker: Chunker) -> None:
+    paragraphs = [
+        f"Paragraph {i} says something about walruses.\nIt has two lines." for i in range(3)
+    ]
+    markdown = "# Title\n\n" + "\n\n".join(paragraphs) + "\n\n## Part two\n\nThe end here.\n"
+    small = Chunker(chunker._tokenizer, max_tokens=24, overlap_tokens=0)
+    chunks = small.chunk(markdown)
+    assert_lines(markdown, chunks)
+    # "## Part two" is line 12 and "The end here." line 14: the last chunk is both.
+    assert (chunks[-1].start_line, chunks[-1].end_line) == (12, 14)
+    assert chunks[0].start_line == 1
+
+
+def test_line_numbers_hold_across_pages_and_split_sections(chunker: Chunker) -> None:
+    page_one = "Intro line.\n\n" + "\n".join(f"row {i} of the walrus table." for i in range(80))
+    page_two = "\n\nSecond page text.\nMore of it."
+    markdown = page_one + page_two
+    pages = [PageSpan(1, 0, len(page_one)), PageSpan(2, len(page_one), len(markdown))]
+    chunks = chunker.chunk(markdown, pages)
+    assert len(chunks) > 2
+    assert_lines(markdown, chunks)
+    assert (chunks[-1].page, chunks[-1].start_line, chunks[-1].end_line) == (2, 84, 85)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "markitdown/markitdown-project-README.md",
+        "README.md",
+        "markitdown/expected_outputs/REPAIR-2022-INV-001_multipage.md",
+    ],
+)
+def test_line_numbers_on_real_markdown(chunker: Chunker, name: str) -> None:
+    path = SHARED_FILES / name
+    if not path.is_file():
+        pytest.skip(f"shared test file not found at {path}")
+    text = path.read_text(encoding="utf-8").replace("\r\n", "\n").strip()
+    chunks = chunker.chunk(text)
+    assert chunks
+    assert_lines(text, chunks)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 from lancedb.query import AsyncFTSQuery, AsyncVectorQuery, FullTextOperator, MatchQuery
 from lancedb.table import AsyncTable
 
@@ -20,6 +21,10 @@ from libs.vectors import Matrix
 
 Row = dict[str, Any]
 Ranked = list[tuple[Row, float]]
+
+# The key a candidate's cosine similarity to the query is kept under (a row read with its
+# `vector` column loses that column to it).
+SIMILARITY = "_similarity"
 
 
 async def fts_leg(
@@ -92,6 +97,35 @@ def fuse(legs: list[list[Row]], k: int) -> Ranked:
 def leg_ranking(legs: list[list[Row]]) -> Ranked:
     """A single leg's candidates with their own scores (bm25 and vector modes)."""
     return [(row, row["_leg_score"]) for leg in legs for row in leg]
+
+
+def attach_similarity(
+    rows: list[Row], query: Matrix, known: dict[int, float] | None = None
+) -> None:
+    """Give each row its cosine similarity to the 1 x dim `query`, from its `vector`
+    column (dropped from the row) or from `known` by row id. Both vectors are normalised
+    by the model, so the cosine is their dot product; it is computed on re-normalised
+    copies anyway, so a vector stored by another model's pipeline cannot leave [-1, 1]."""
+    known = known or {}
+    todo = [row for row in rows if row["_rowid"] not in known]
+    for row in rows:
+        if row["_rowid"] in known:
+            row[SIMILARITY] = known[row["_rowid"]]
+            row.pop("vector", None)
+    if not todo:
+        return
+    matrix = np.asarray([row.pop("vector") for row in todo], dtype=np.float32)
+    q = query[0] / max(float(np.linalg.norm(query[0])), 1e-12)
+    norms = np.maximum(np.linalg.norm(matrix, axis=1), 1e-12)
+    for row, value in zip(todo, (matrix @ q) / norms, strict=True):
+        row[SIMILARITY] = float(value)
+
+
+def above_floor(ranked: Ranked, query: Matrix, floor: float) -> Ranked:
+    """The candidates whose cosine similarity to `query` is at least `floor`, in order.
+    Each candidate was read with its `vector` column."""
+    attach_similarity([row for row, _ in ranked if SIMILARITY not in row], query)
+    return [(row, score) for row, score in ranked if row[SIMILARITY] >= floor]
 
 
 def cap_per_document(ranked: Ranked, top_k: int, per_document: int | None) -> Ranked:

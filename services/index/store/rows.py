@@ -93,6 +93,8 @@ def chunk_rows(request: UpsertRequest, doc_id: str, metadata: str, vectors: Matr
             pa.array(np.ascontiguousarray(vectors, dtype=np.float32).ravel()), dim
         ),
         "token_count": counts,
+        "start_line": [c.start_line for c in request.chunks],
+        "end_line": [c.end_line for c in request.chunks],
         META_JSON: pa.array([meta_json] * n, type=pa.json_(pa.utf8())),
         META_LIST: [meta_list] * n,
     }
@@ -120,6 +122,8 @@ def document_chunk(row: dict[str, Any]) -> DocumentChunk:
         content=row["content"],
         page=row["page"],
         headings=list(row["headings"] or []),
+        start_line=row["start_line"] or 0,
+        end_line=row["end_line"] or 0,
     )
 
 
@@ -138,4 +142,7 @@ def search_hit(row: dict[str, Any], score: float) -> SearchHit:
         score=score,
         headings=list(row["headings"] or []),
         token_count=row["token_count"],
+        similarity=row.get("_similarity"),
+        start_line=row["start_line"] or 0,
+        end_line=row["end_line"] or 0,
     )

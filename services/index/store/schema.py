@@ -56,6 +56,9 @@ ADDED_CHUNK_FIELDS = [
     pa.field("token_count", pa.int32()),
     pa.field(META_JSON, pa.json_(pa.utf8())),
     pa.field(META_LIST, pa.list_(pa.string())),
+    # The chunk's first and last line in the Markdown; 0 in rows from before 0.6.0.
+    pa.field("start_line", pa.int32()),
+    pa.field("end_line", pa.int32()),
 ]
 
 
@@ -137,6 +140,8 @@ HIT_COLUMNS = [
     "metadata",
     "headings",
     "token_count",
+    "start_line",
+    "end_line",
 ]
 
 # The document-level columns of a hit. A doc_id names one version of one document and its
@@ -145,7 +150,7 @@ HIT_COLUMNS = [
 HIT_DOCUMENT_COLUMNS = ["source", "title", "library", "file_type", "last_modified", "metadata"]
 HIT_CHUNK_COLUMNS = [c for c in HIT_COLUMNS if c not in HIT_DOCUMENT_COLUMNS]
 
-WINDOW_COLUMNS = ["chunk_index", "content", "page", "headings"]
+WINDOW_COLUMNS = ["chunk_index", "content", "page", "headings", "start_line", "end_line"]
 
 FTS_CONFIG = FTS(
     with_position=False,

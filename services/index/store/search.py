@@ -48,13 +48,25 @@ async def search(state: StoreState, request: IndexSearchRequest) -> SearchResult
     _, chunks = await tables_async(state)
     if chunks is None:
         return SearchResult(results=[])
-    vector = query_vector(request.vector_b64 or "", state.stamp) if mode != "bm25" else None
+    floor = request.min_score
+    if floor is not None and not request.vector_b64:
+        raise InvalidInputError(
+            "min_score needs vector_b64 (the embedded query) to compute similarities, in every mode"
+        )
+    # The query vector: the vector leg's input, and what every hit's similarity is
+    # measured against (in bm25 mode too, when the caller embedded the query).
+    embedded = query_vector(request.vector_b64, state.stamp) if request.vector_b64 else None
+    vector = embedded if mode != "bm25" else None
     top_k, per_document = request.top_k, request.max_per_document
     settings = state.settings
     depth_start = max(settings.index_candidates_min, settings.index_candidates_per_result * top_k)
     # The legs read row ids and scores, plus doc_id when results are capped per
     # document; the columns a hit shows are read afterwards for the picked rows alone.
     rank_columns = ["doc_id"] if per_document is not None else []
+    if floor is not None:
+        # The floor applies before ranking stops, so each candidate's similarity is
+        # needed: its stored vector is read along (384 floats a candidate).
+        rank_columns.append("vector")
 
     async def read(table: AsyncTable, version: int) -> Ranked:
         probes = await ann.nprobes(state, table, version, where) if vector is not None else 0
@@ -83,10 +95,12 @@ async def search(state: StoreState, request: IndexSearchRequest) -> SearchResult
                 if mode == "hybrid"
                 else ranking.leg_ranking(ranked_legs)
             )
+            if floor is not None and embedded is not None:
+                ranked = ranking.above_floor(ranked, embedded, floor)
             picked = ranking.cap_per_document(ranked, top_k, per_document)
             exhausted = all(len(leg) < depth for leg in ranked_legs)
             if len(picked) >= top_k or exhausted or depth >= MAX_CANDIDATES:
-                return await materialize(state, table, picked)
+                return await materialize(state, table, picked, embedded)
             depth = min(depth * DEEPEN_FACTOR, MAX_CANDIDATES)
 
     picked = await snapshot.in_one_version(state, chunks, read)
@@ -94,13 +108,23 @@ async def search(state: StoreState, request: IndexSearchRequest) -> SearchResult
     return ranking.within_budget(hits, request.max_tokens)
 
 
-async def materialize(state: StoreState, table: AsyncTable, picked: Ranked) -> Ranked:
-    """The picked candidates with every column a hit shows, in the same order. Document
-    columns come from the per-doc_id cache; only documents not in it are read."""
+async def materialize(
+    state: StoreState, table: AsyncTable, picked: Ranked, embedded: Matrix | None
+) -> Ranked:
+    """The picked candidates with every column a hit shows, in the same order, each with
+    its `similarity` to `embedded` (when the query was embedded). Document columns come
+    from the per-doc_id cache; only documents not in it are read."""
     if not picked:
         return []
+    known = {
+        row["_rowid"]: row[ranking.SIMILARITY] for row, _ in picked if ranking.SIMILARITY in row
+    }
+    unknown = embedded is not None and len(known) < len(picked)
+    columns = [*HIT_CHUNK_COLUMNS, "vector"] if unknown else HIT_CHUNK_COLUMNS
     take = table.take_row_ids([row["_rowid"] for row, _ in picked])
-    rows: list[Row] = (await take.select(HIT_CHUNK_COLUMNS).with_row_id().to_arrow()).to_pylist()
+    rows: list[Row] = (await take.select(columns).with_row_id().to_arrow()).to_pylist()
+    if embedded is not None:
+        ranking.attach_similarity(rows, embedded, known)
     documents = state.hit_documents.get_many({row["doc_id"] for row in rows})
     first_of: dict[str, int] = {}
     for row in rows:

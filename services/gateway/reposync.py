@@ -1,0 +1,161 @@
+"""`ingest_repo`: sync a git repository's files into a library.
+
+A run clones the ref (`repos.checkout`), walks the files, and ingests each as
+`<url>#<path>` with `repo`, `ref`, `commit` and `path` in its metadata, a few at a time,
+through the same pipeline as every ingest: an unchanged file is skipped by its content hash
+(its metadata keeps the commit it was last indexed at), a changed one replaced. With
+`prune`, after a run that was not stopped, the library's documents of this repository whose
+path is gone are deleted. The result is a folder result plus `commit` (now) and
+`commit_before`: the commit of the repository's most recently written document before the
+run (the last sync that changed something), null on the first ingest.
+
+Refusals come before anything is written: a URL the policy refuses, a ref that does not
+exist, a clone over the size or time limit, more matching files than `max_files`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+
+from libs.contracts import (
+    MAX_LIST_LIMIT,
+    FolderError,
+    IngestRepoInput,
+    IngestResult,
+    RepoIngestResult,
+)
+from libs.errors import MvdbError, NotFoundError, TooLargeError
+from libs.telemetry import tell_caller
+from services.gateway.folders import FolderHooks, Outcome
+from services.gateway.pipeline import Pipeline
+from services.gateway.repos import CloneLimits, checkout, conversion_name, repo_url, walk
+
+log = logging.getLogger(__name__)
+
+
+class RepoIngest:
+    """`ingest_repo` over a `Pipeline`; see the module docstring."""
+
+    def __init__(self, pipeline: Pipeline, limits: CloneLimits, concurrency: int = 4) -> None:
+        self.pipeline = pipeline
+        self.limits = limits
+        self.concurrency = concurrency
+
+    async def run(self, req: IngestRepoInput, hooks: FolderHooks | None = None) -> RepoIngestResult:
+        hooks = hooks or FolderHooks()
+        url = repo_url(req.url)
+        await self.pipeline.urls.check(url)  # refuse early, before listing anything
+        indexed, before = await self._indexed(url, req.library)
+        max_file_bytes = self.pipeline.settings.max_file_bytes
+        async with checkout(url, req.ref, self.pipeline.urls, self.limits) as tree:
+            found = await asyncio.to_thread(
+                walk, tree.root, req.include, req.exclude, max_file_bytes
+            )
+            if len(found.files) > req.max_files:
+                raise TooLargeError(
+                    f"{url} has {len(found.files)} matching files, more than max_files="
+                    f"{req.max_files}; raise max_files or narrow include/exclude"
+                )
+            if hooks.on_scanned is not None:
+                await hooks.on_scanned(len(found.files))
+            gate = asyncio.Semaphore(self.concurrency)
+            outcomes: dict[str, Outcome] = {}
+            stopped = False
+
+            async def one(path: str) -> None:
+                nonlocal stopped
+                async with gate:
+                    if hooks.should_stop is not None and hooks.should_stop():
+                        stopped = True
+                        return
+                    metadata = {
+                        **(req.metadata or {}),
+                        "repo": url,
+                        "ref": tree.ref,
+                        "commit": tree.commit,
+                        "path": path,
+                    }
+                    outcome = await self._file(tree.root / path, path, url, req.library, metadata)
+                outcomes[path] = outcome
+                if hooks.on_file_done is not None:
+                    maybe = hooks.on_file_done(Path(path), outcome)
+                    if maybe is not None:
+                        await maybe
+
+            await asyncio.gather(*(one(p) for p in found.files))
+        deleted: list[str] = []
+        if req.prune and not stopped:
+            present = {f"{url}#{path}" for path in found.files}
+            deleted = await self._prune({d: s for d, s in indexed.items() if s not in present})
+        done = [p for p in found.files if p in outcomes]
+        results = [o for p in done if isinstance(o := outcomes[p], IngestResult)]
+        errors = [
+            FolderError(file=p, error=o.message, error_code=o.error_code)
+            for p in done
+            if isinstance(o := outcomes[p], MvdbError)
+        ]
+        return RepoIngestResult(
+            folder=url,
+            library=req.library,
+            total_files=len(found.files),
+            indexed=sum(r.status == "indexed" for r in results),
+            replaced=sum(r.status == "replaced" for r in results),
+            skipped=sum(r.status == "skipped" for r in results),
+            failed=len(errors),
+            results=results,
+            errors=errors,
+            ignored_files=found.ignored,
+            deleted=len(deleted),
+            deleted_sources=deleted,
+            repo=url,
+            ref=tree.ref,
+            commit=tree.commit,
+            commit_before=before,
+        )
+
+    async def _file(
+        self, path: Path, relative: str, url: str, library: str, metadata: dict[str, object]
+    ) -> Outcome:
+        try:
+            data = await asyncio.to_thread(path.read_bytes)
+            return await self.pipeline.ingest_bytes(
+                data, conversion_name(relative), f"{url}#{relative}", library, metadata
+            )
+        except MvdbError as exc:
+            outcome = exc
+        except Exception as exc:
+            log.exception("repository ingest failed for one file")
+            outcome = MvdbError(f"unexpected error: {type(exc).__name__}: {exc}")
+        await tell_caller("warning", f"{relative}: {outcome.message}")
+        return outcome
+
+    async def _indexed(self, url: str, library: str) -> tuple[dict[str, str], str | None]:
+        """The library's documents of this repository (doc_id -> source) and the commit of
+        the newest of them (documents are listed newest first)."""
+        prefix = url + "#"
+        found: dict[str, str] = {}
+        newest: str | None = None
+        offset = 0
+        while True:
+            page = await self.pipeline.index.list_documents(library, MAX_LIST_LIMIT, offset)
+            for document in page.documents:
+                if document.source.startswith(prefix):
+                    found[document.doc_id] = document.source
+                    commit = document.metadata.get("commit")
+                    if newest is None and isinstance(commit, str):
+                        newest = commit
+            offset += page.count
+            if not page.documents or offset >= page.total:
+                return found, newest
+
+    async def _prune(self, gone: dict[str, str]) -> list[str]:
+        deleted = []
+        for doc_id, source in sorted(gone.items(), key=lambda item: item[1]):
+            try:
+                await self.pipeline.index.delete(doc_id)
+            except NotFoundError:
+                continue  # deleted meanwhile by someone else: gone either way
+            deleted.append(source)
+        return deleted
