@@ -10,7 +10,7 @@
 #   base ── deps ─┬─ tokenizer ─┬─ converter     markitdown, pdfium
 #                 │             ├─ embedder      fastembed, ONNX Runtime, the int8 model
 #                 │             └─ index         LanceDB, Arrow
-#                 └─ gateway                     the MCP SDK, httpx
+#                 └─ gateway                     the MCP SDK, httpx, git (ingest_repo)
 #
 # Each stage installs deploy/docker/requirements/<stage>.txt: pinned and hashed versions
 # exported from uv.lock by `make lock` (the lock `make install` uses too), only what that
@@ -128,6 +128,14 @@ HEALTHCHECK --interval=5s --timeout=12s --start-period=120s --retries=3 \
 CMD ["python", "-m", "services.entrypoints.serve", "index"]
 
 FROM deps AS gateway
+# ingest_repo clones with the git command line. Debian's git, without recommends; not pinned
+# (DL3008): the base's Debian release fixes its version, and a pin would break the build at
+# the next security update.
+# hadolint ignore=DL3008
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends git \
+    && apt-get clean \
+    && rm -rf /var/lib/apt/lists/*
 COPY deploy/docker/requirements/gateway.txt /tmp/requirements.txt
 RUN pip install --no-cache-dir --no-deps --require-hashes --only-binary=:all: \
         -r /tmp/requirements.txt \

@@ -4,19 +4,20 @@ end through the real MCP SDK client, as a user of `make compose-up` would drive 
 
 The project is the repository's docker-compose.yml with an env file of the test's own (free
 host ports, the images' tag, the host ingest folder, the base image built from Debian
-packages) and a small override adding `web`, a static file server on the internal network
-for `ingest_url`. Nothing leaves the machine: the gateway and Prometheus are reached through
-ports published on 127.0.0.1, the containers talk only on the project's networks.
-RETRY_ATTEMPTS / RETRY_MAX_S are raised (as in tests/e2e/test_crash_safety.py) so that the
-gateway's retries outlast the index's restart after `docker kill`.
+packages) and a small override adding, on the internal network, `web`, a static file server
+for `ingest_url`, and `gitserver`, a git server (smart HTTP) for `ingest_repo`. Nothing
+leaves the machine: the gateway and Prometheus are reached through ports published on
+127.0.0.1, the containers talk only on the project's networks. RETRY_ATTEMPTS / RETRY_MAX_S
+are raised (as in tests/e2e/test_crash_safety.py) so that the gateway's retries outlast the
+index's restart after `docker kill`.
 
 What is checked: each image holds exactly its locked packages; every container is healthy,
 runs as UID 10001 on a read-only root; a gateway that cannot reach its services is unhealthy;
-every MCP tool (the job tools following a background folder ingest), streamable HTTP,
-`POST /upload` with a Windows file name, `ingest_folder` on the mounted host folder;
-Prometheus (monitoring profile) scraping all four; `docker kill` of the index in the middle
-of a folder ingest leaving no partial document and the counts right; the data kept across
-`down` / `up`.
+every MCP tool (the job tools following a background folder ingest, `ingest_repo` cloning
+with the gateway image's git), streamable HTTP, `POST /upload` with a Windows file name,
+`ingest_folder` on the mounted host folder; Prometheus (monitoring profile) scraping all
+four; `docker kill` of the index in the middle of a folder ingest leaving no partial document
+and the counts right; the data kept across `down` / `up`.
 
 `make test-containers` runs this module (`make container-tools` installs Docker, compose and
 mmdebstrap from Debian first); it skips, saying why, where Docker cannot run.
@@ -47,6 +48,7 @@ from tests.conftest import REPO, SHARED_FILES
 from tests.deploy import containers
 from tests.deploy.conftest import image_requirements, lockfiles
 from tests.deploy.containers import SERVICES, BaseImages, Compose, Docker
+from tests.git_server import WorkingCopy
 from tests.mcp_client import sse_tools
 from tests.servers import free_port
 
@@ -66,6 +68,7 @@ TOOLS = {
     "get_job",
     "list_jobs",
     "cancel_job",
+    "ingest_repo",
 }
 OVERRIDE = """\
 # The container tests' additions to docker-compose.yml.
@@ -76,6 +79,23 @@ services:
     command: ["python", "-m", "http.server", "8080", "--bind", "0.0.0.0", "--directory", "/srv/www"]
     read_only: true
     volumes: ["{www}:/srv/www:ro"]
+    networks: [backend]
+    healthcheck: {{disable: true}}
+  # A git server (smart HTTP: `git http-backend` behind tests/git_server.py's CGI bridge) for
+  # ingest_repo, on the internal network only; the gateway image has git.
+  gitserver:
+    image: mcpvectordb/gateway:${{MVDB_IMAGE_TAG}}
+    command:
+      - python
+      - -c
+      - >-
+        import sys; sys.path.insert(0, '/srv/bridge'); import git_server, http.server, pathlib;
+        http.server.ThreadingHTTPServer(('0.0.0.0', 8081),
+        git_server._handler(pathlib.Path('/srv/git'))).serve_forever()
+    read_only: true
+    volumes:
+      - "{git_server}:/srv/bridge/git_server.py:ro"
+      - "{git}:/srv/git:ro"
     networks: [backend]
     healthcheck: {{disable: true}}
 """
@@ -90,6 +110,7 @@ class Stack:
     gateway: str
     prometheus: str
     ingest: Path  # host folder, mounted at /srv/ingest in the gateway
+    git: Path  # host folder of bare repositories, served at http://gitserver:8081/<name>
 
     def image(self, service: str) -> str:
         return f"mcpvectordb/{service}:{self.tag}"
@@ -148,6 +169,7 @@ def _stack(
     home = tmp_path_factory.mktemp("compose")
     ingest = _readable(tmp_path_factory.mktemp("ingest"))
     www = tmp_path_factory.mktemp("www")
+    git = _readable(tmp_path_factory.mktemp("git"))
     shutil.copy(SHARED_FILES / "markitdown" / "test_blog.html", www / "post.html")
     _readable(www)
     # One tag per checkout, so that worktrees sharing the engine do not replace each other's.
@@ -164,7 +186,7 @@ def _stack(
                 f"GATEWAY_HOST_PORT={gateway_port}",
                 f"PROMETHEUS_HOST_PORT={prometheus_port}",
                 f"INGEST_HOST_DIR={ingest}",
-                "URL_ALLOW_HOSTS=web:8080",
+                "URL_ALLOW_HOSTS=web:8080,gitserver:8081",
                 "RETRY_ATTEMPTS=20",
                 "RETRY_MAX_S=120",
                 "",
@@ -172,7 +194,9 @@ def _stack(
         )
     )
     override = home / "docker-compose.test.yml"
-    override.write_text(OVERRIDE.format(www=www))
+    override.write_text(
+        OVERRIDE.format(www=www, git=git, git_server=REPO / "tests" / "git_server.py")
+    )
     compose = Compose(docker, tuple(cli), name, env_file, override)
     stack = Stack(
         docker,
@@ -182,6 +206,7 @@ def _stack(
         f"http://127.0.0.1:{gateway_port}",
         f"http://127.0.0.1:{prometheus_port}",
         ingest,
+        git,
     )
     try:
         before = {s: docker.image_id(stack.image(s)) for s in SERVICES}
@@ -480,6 +505,30 @@ def test_upload_with_a_windows_file_name(stack: Stack) -> None:
         stack.gateway + "/upload", files={"file": ("random.bin", b"\x00" * 10)}, timeout=30
     )
     assert bad.status_code == 422
+
+
+def test_ingest_repo_clones_with_the_git_of_the_gateway_image(stack: Stack, tmp_path: Path) -> None:
+    """ingest_repo runs the git command line in the gateway container, here against a git
+    server on the compose network."""
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed here, and the test repository is made with it")
+    docs = WorkingCopy(tmp_path / "work", stack.git / "docs.git")
+    docs.write(
+        {
+            "README.md": "# Walrus handbook\n\nWalruses haul out on sea ice to rest.\n",
+            "docs/feeding.md": "# Feeding\n\nWalruses eat clams from the sea floor.\n",
+        }
+    )
+    commit = docs.commit("first")
+    for item in [stack.git, *stack.git.rglob("*")]:  # served by the images' user
+        os.chown(item, 10001, 10001)
+    url = "http://gitserver:8081/docs.git"
+    result = _call(stack, "ingest_repo", url=url, library="repo")
+    assert (result.get("commit"), result.get("indexed")) == (commit, 2), result
+    found = _call(stack, "search", query="walruses haul out on ice", library="repo", top_k=1)
+    (hit,) = found["results"]
+    assert hit["source"] == f"{url}#README.md"
+    assert hit["metadata"]["commit"] == commit
 
 
 def test_ingest_folder_reads_the_mounted_host_folder(stack: Stack) -> None:
