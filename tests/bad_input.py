@@ -28,6 +28,7 @@ from libs.contracts import (
     JobList,
     ListDocumentsResult,
     ListLibrariesResult,
+    RepoIngestResult,
     SearchResult,
     ServerInfoResult,
 )
@@ -62,6 +63,17 @@ RESULTS: dict[str, type[BaseModel]] = {
     "get_job": Job,
     "list_jobs": JobList,
     "cancel_job": Job,
+    "ingest_repo": RepoIngestResult,
+}
+
+# `ingest_repo` runs git in a child process, which the loopback guard of tests/conftest.py
+# does not reach: the sweeps' gateways give git a proxy on a closed loopback port, so a
+# random URL that happens to resolve can still send nothing off this machine.
+NO_EGRESS_ENV = {
+    "http_proxy": "http://127.0.0.1:9",
+    "https_proxy": "http://127.0.0.1:9",
+    "all_proxy": "http://127.0.0.1:9",
+    "no_proxy": "127.0.0.1,localhost,::1",  # the tests' own loopback traffic goes direct
 }
 
 SWEEP = settings(

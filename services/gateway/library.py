@@ -99,6 +99,29 @@ class Call:
     progress: Progress | None = None
 
 
+def progress_hooks(call: Call | None) -> FolderHooks:
+    """The hooks that report a run of files to the caller: progress = files done, total =
+    files found, a message naming each file (its name, or its path within a repository)."""
+    report = call.progress if call is not None else None
+    if report is None:
+        return FolderHooks()
+    total = 0
+    done = 0
+
+    async def scanned(found: int) -> None:
+        nonlocal total
+        total = found
+        await report(0, total, f"{found} files to ingest")
+
+    async def file_done(path: Path, outcome: IngestResult | MvdbError) -> None:
+        nonlocal done
+        done += 1
+        status = outcome.status if isinstance(outcome, IngestResult) else "failed"
+        await report(done, total, f"{path.name if path.is_absolute() else path}: {status}")
+
+    return FolderHooks(scanned, file_done)
+
+
 def model_cache_dir(var_dir: Path) -> str:
     return str((var_dir / "models").resolve())
 
@@ -170,24 +193,7 @@ class Library:
             folder = self.folders.resolve(req.folder)
             await asyncio.to_thread(scan_folder_root, folder)
             return await self.jobs.submit(req, folder)
-        report = call.progress if call is not None else None
-        if report is None:
-            return await self.folders.run(req)
-        total = 0
-        done = 0
-
-        async def scanned(found: int) -> None:
-            nonlocal total
-            total = found
-            await report(0, total, f"{found} files to ingest")
-
-        async def file_done(path: Path, outcome: IngestResult | MvdbError) -> None:
-            nonlocal done
-            done += 1
-            status = outcome.status if isinstance(outcome, IngestResult) else "failed"
-            await report(done, total, f"{path.name}: {status}")
-
-        return await self.folders.run(req, FolderHooks(scanned, file_done))
+        return await self.folders.run(req, progress_hooks(call))
 
     async def ingest_repo(
         self, req: IngestRepoInput, call: Call | None = None
@@ -198,24 +204,7 @@ class Library:
             url = repo_url(req.url)
             await self._ingest.urls.check(url)
             return await self.jobs.submit_repo(req, url)
-        report = call.progress if call is not None else None
-        if report is None:
-            return await self.repos.run(req)
-        total = 0
-        done = 0
-
-        async def scanned(found: int) -> None:
-            nonlocal total
-            total = found
-            await report(0, total, f"{found} files to ingest")
-
-        async def file_done(path: Path, outcome: IngestResult | MvdbError) -> None:
-            nonlocal done
-            done += 1
-            status = outcome.status if isinstance(outcome, IngestResult) else "failed"
-            await report(done, total, f"{path}: {status}")
-
-        return await self.repos.run(req, FolderHooks(scanned, file_done))
+        return await self.repos.run(req, progress_hooks(call))
 
     async def ingest_upload(self, req: UploadInput, call: Call | None = None) -> IngestResult:
         """The upload's identity is its `source` when given (e.g. 'Projects/Q3/report.pdf'),

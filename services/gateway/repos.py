@@ -67,7 +67,7 @@ DEFAULT_EXCLUDE = (
     "*.min.css",
 )
 _OWNER_REPO = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9._-]{1,100}$")
-_SHA = re.compile(r"^[0-9a-f]{40}$")
+_PROXY_VARIABLES = {"http_proxy", "https_proxy", "all_proxy", "no_proxy"}
 
 
 def repo_url(raw: str) -> str:
@@ -122,6 +122,8 @@ def _git_env(home: str) -> dict[str, str]:
         "GIT_CONFIG_GLOBAL": os.devnull,
         "GIT_LFS_SKIP_SMUDGE": "1",
         "LC_ALL": "C",
+        # An operator's proxy settings are honoured (the proxy then resolves the host).
+        **{k: v for k, v in os.environ.items() if k.lower() in _PROXY_VARIABLES},
     }
 
 

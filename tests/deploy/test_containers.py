@@ -44,6 +44,7 @@ from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from packaging.markers import Marker
 
+from libs.contracts import TOOLS as CATALOG
 from tests.conftest import REPO, SHARED_FILES
 from tests.deploy import containers
 from tests.deploy.conftest import image_requirements, lockfiles
@@ -54,22 +55,7 @@ from tests.servers import free_port
 
 BOOK = SHARED_FILES / "gutenberg" / "1342-0.txt"
 SCANNED = SHARED_FILES / "markitdown" / "MEDRPT-2024-PAT-3847_medical_report_scan.pdf"
-TOOLS = {
-    "ingest_file",
-    "ingest_content",
-    "ingest_url",
-    "ingest_folder",
-    "search",
-    "list_documents",
-    "list_libraries",
-    "delete_document",
-    "get_document",
-    "server_info",
-    "get_job",
-    "list_jobs",
-    "cancel_job",
-    "ingest_repo",
-}
+TOOLS = {tool.name for tool in CATALOG}  # the tool table the images' gateway publishes
 OVERRIDE = """\
 # The container tests' additions to docker-compose.yml.
 services:

@@ -31,6 +31,7 @@ from libs.contracts import (
 )
 from tests.bad_input import (
     HOSTILE_TEXT,
+    NO_EGRESS_ENV,
     RESULTS,
     SWEEP,
     Session,
@@ -60,9 +61,14 @@ def fake_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def fake_gateway(tmp_path_factory: pytest.TempPathFactory, fake_root: Path) -> Iterator[str]:
-    with gateway_on_fakes(
-        tmp_path_factory, ingest_roots=[fake_root], max_upload_bytes=50_000, fetch_timeout_s=3
-    ) as url:
+    with (
+        pytest.MonkeyPatch.context() as env,
+        gateway_on_fakes(
+            tmp_path_factory, ingest_roots=[fake_root], max_upload_bytes=50_000, fetch_timeout_s=3
+        ) as url,
+    ):
+        for name, value in NO_EGRESS_ENV.items():
+            env.setenv(name, value)
         yield url
 
 

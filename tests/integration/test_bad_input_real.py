@@ -21,6 +21,7 @@ from libs.contracts import (
 from services.gateway.app import create_app
 from services.gateway.settings import GatewaySettings
 from tests.bad_input import (
+    NO_EGRESS_ENV,
     SQL_FRAGMENTS,
     Session,
     assert_clean,
@@ -43,6 +44,8 @@ def real_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
     var_dir = tmp_path_factory.mktemp("real-var")
     with pytest.MonkeyPatch.context() as env:
+        for name, value in NO_EGRESS_ENV.items():
+            env.setenv(name, value)
         # The cores read their settings from the environment, like the services.
         env.setenv("VAR_DIR", str(var_dir))
         env.setenv("LANCEDB_URI", str(var_dir / "lancedb"))
