@@ -15,9 +15,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
+from typing import TypeVar
 
 from libs.contracts import (
     MAX_LIST_LIMIT,
@@ -43,6 +45,36 @@ class FolderHooks:
     should_stop: Callable[[], bool] | None = None
 
 
+Key = TypeVar("Key", Path, str)
+
+
+async def run_bounded(
+    work: Mapping[Key, Callable[[], Awaitable[Outcome]]], concurrency: int, hooks: FolderHooks
+) -> tuple[dict[Key, Outcome], bool]:
+    """Run each item's work, `concurrency` at a time, asking `hooks.should_stop` before each
+    starts and telling `hooks.on_file_done` after each ends; the outcomes, and whether the run
+    was stopped. Folder and repository ingests share it."""
+    gate = asyncio.Semaphore(concurrency)
+    outcomes: dict[Key, Outcome] = {}
+    stopped = False
+
+    async def one(key: Key, run: Callable[[], Awaitable[Outcome]]) -> None:
+        nonlocal stopped
+        async with gate:
+            if hooks.should_stop is not None and hooks.should_stop():
+                stopped = True
+                return
+            outcome = await run()
+        outcomes[key] = outcome
+        if hooks.on_file_done is not None:
+            maybe = hooks.on_file_done(Path(key), outcome)
+            if maybe is not None:
+                await maybe
+
+    await asyncio.gather(*(one(key, run) for key, run in work.items()))
+    return outcomes, stopped
+
+
 class FolderIngest:
     """`ingest_folder` over a `Pipeline`; see the module docstring."""
 
@@ -61,24 +93,8 @@ class FolderIngest:
         scan = await asyncio.to_thread(scan_folder, root, req.recursive)
         if hooks.on_scanned is not None:
             await hooks.on_scanned(len(scan.files))
-        gate = asyncio.Semaphore(req.max_concurrency)
-        outcomes: dict[Path, Outcome] = {}
-        stopped = False
-
-        async def one(path: Path) -> None:
-            nonlocal stopped
-            async with gate:
-                if hooks.should_stop is not None and hooks.should_stop():
-                    stopped = True
-                    return
-                outcome = await self._file(path, req)
-            outcomes[path] = outcome
-            if hooks.on_file_done is not None:
-                maybe = hooks.on_file_done(path, outcome)
-                if maybe is not None:
-                    await maybe
-
-        await asyncio.gather(*(one(p) for p in scan.files))
+        work = {path: partial(self._file, path, req) for path in scan.files}
+        outcomes, stopped = await run_bounded(work, req.max_concurrency, hooks)
         deleted: list[str] = []
         if req.prune and not stopped:
             deleted = await self._prune(root, req.library, scan)

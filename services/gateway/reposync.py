@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from libs.contracts import (
@@ -28,7 +29,7 @@ from libs.contracts import (
 )
 from libs.errors import MvdbError, NotFoundError, TooLargeError
 from libs.telemetry import tell_caller
-from services.gateway.folders import FolderHooks, Outcome
+from services.gateway.folders import FolderHooks, Outcome, run_bounded
 from services.gateway.pipeline import Pipeline
 from services.gateway.repos import CloneLimits, checkout, conversion_name, repo_url, walk
 
@@ -60,31 +61,19 @@ class RepoIngest:
                 )
             if hooks.on_scanned is not None:
                 await hooks.on_scanned(len(found.files))
-            gate = asyncio.Semaphore(self.concurrency)
-            outcomes: dict[str, Outcome] = {}
-            stopped = False
 
-            async def one(path: str) -> None:
-                nonlocal stopped
-                async with gate:
-                    if hooks.should_stop is not None and hooks.should_stop():
-                        stopped = True
-                        return
-                    metadata = {
-                        **(req.metadata or {}),
-                        "repo": url,
-                        "ref": tree.ref,
-                        "commit": tree.commit,
-                        "path": path,
-                    }
-                    outcome = await self._file(tree.root / path, path, url, req.library, metadata)
-                outcomes[path] = outcome
-                if hooks.on_file_done is not None:
-                    maybe = hooks.on_file_done(Path(path), outcome)
-                    if maybe is not None:
-                        await maybe
+            def work(path: str) -> Callable[[], Awaitable[Outcome]]:
+                metadata = {
+                    **(req.metadata or {}),
+                    "repo": url,
+                    "ref": tree.ref,
+                    "commit": tree.commit,
+                    "path": path,
+                }
+                return lambda: self._file(tree.root / path, path, url, req.library, metadata)
 
-            await asyncio.gather(*(one(p) for p in found.files))
+            items = {path: work(path) for path in found.files}
+            outcomes, stopped = await run_bounded(items, self.concurrency, hooks)
         deleted: list[str] = []
         if req.prune and not stopped:
             present = {f"{url}#{path}" for path in found.files}
