@@ -9,6 +9,7 @@
     ├── PathNotAllowedError        403 path_not_allowed
     ├── FileAccessError            400 file_not_readable
     ├── NotFoundError              404 not_found
+    ├── ReadOnlyReplicaError       405 read_only_replica
     ├── TooLargeError              413 too_large
     ├── UnsupportedFormatError     422 unsupported_format
     ├── ConversionError            422 conversion_failed
@@ -90,6 +91,13 @@ class NotFoundError(MvdbError):
     http_status = 404
 
 
+class ReadOnlyReplicaError(MvdbError):
+    """A write sent to an index reader (`INDEX_ROLE=reader`); only the writer writes."""
+
+    error_code = "read_only_replica"
+    http_status = 405
+
+
 class TooLargeError(MvdbError):
     error_code = "too_large"
     http_status = 413
@@ -148,6 +156,7 @@ _BY_CODE: dict[str, type[MvdbError]] = {
         PathNotAllowedError,
         FileAccessError,
         NotFoundError,
+        ReadOnlyReplicaError,
         TooLargeError,
         UnsupportedFormatError,
         ConversionError,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
+from libs.contracts import IndexRole
 from libs.settings import CommonSettings
 
 
@@ -11,6 +12,13 @@ class IndexSettings(CommonSettings):
     lancedb_uri: str = Field(
         default="./var/lancedb",
         description="Where LanceDB keeps the documents and chunks tables (a path or URI)",
+    )
+    index_role: IndexRole = Field(
+        default="all",
+        description="all: one index process reads and writes (the default); writer: the one "
+        "process that writes a store that readers share; reader: a read-only replica of the "
+        "store at LANCEDB_URI that serves searches and listings, refuses every write "
+        "(read_only_replica, 405) and never runs maintenance or recovery",
     )
     index_rrf_k: int = Field(
         default=60,

@@ -89,6 +89,9 @@ class StoreState:
     def __init__(self, settings: IndexSettings) -> None:
         self.settings = settings
         self.uri = settings.lancedb_uri
+        # A reader (INDEX_ROLE=reader) never writes: no table creation, upgrade, index
+        # build, recovery or maintenance; it follows the writer's commits.
+        self.read_only = settings.index_role == "reader"
         # Bounded caches: Lance's defaults let index and manifest caches grow with every
         # table version a busy ingest writes.
         session = lancedb.Session(
