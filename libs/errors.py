@@ -36,6 +36,8 @@ from typing import Any, ClassVar
 
 from pydantic import ValidationError
 
+from libs.redaction import scrub
+
 
 class MvdbError(Exception):
     error_code: ClassVar[str] = "internal_error"
@@ -47,8 +49,9 @@ class MvdbError(Exception):
         self.message = message
 
     def to_payload(self) -> dict[str, Any]:
-        """The error shape every caller sees, over HTTP and MCP alike."""
-        return {"status": "error", "error": self.message, "error_code": self.error_code}
+        """The error shape every caller sees, over HTTP and MCP alike; credentials masked
+        (`libs.redaction`: an object store's error may quote a signed URL or a secret)."""
+        return {"status": "error", "error": scrub(self.message), "error_code": self.error_code}
 
 
 class InvalidInputError(MvdbError):

@@ -40,6 +40,7 @@ from libs.lifecycle import AsyncLifecycle
 from services.index.metrics import OPTIMIZE_SECONDS, SEARCH_SECONDS, STORED
 from services.index.settings import IndexSettings
 from services.index.store import IndexStore
+from services.index.store.location import shown_uri
 
 log = logging.getLogger(__name__)
 
@@ -74,9 +75,11 @@ class IndexCore(AsyncLifecycle):
                 except MvdbError:
                     raise
                 except Exception as exc:
+                    where = shown_uri(self.settings)
                     raise StoreError(
-                        f"could not open the LanceDB store at {self.settings.lancedb_uri!r}: "
-                        f"{exc}; check LANCEDB_URI and that the path is writable"
+                        f"could not open the LanceDB store at {where!r}: {exc}; check "
+                        "LANCEDB_URI and LANCEDB_STORAGE_OPTIONS (or the AWS_* variables), and "
+                        "that the path or bucket exists and is writable"
                     ) from exc
                 self._wake = asyncio.Event()
                 task = self._follow(store) if store.read_only else self._maintain(store)
