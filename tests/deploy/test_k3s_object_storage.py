@@ -15,6 +15,8 @@ from typing import Any
 import pytest
 import yaml
 
+from services.converter.settings import ConverterSettings
+from services.embedder.settings import EmbedderSettings
 from services.gateway.settings import GatewaySettings
 from services.index.settings import IndexSettings
 from tests.deploy.conftest import DEPLOY, run
@@ -165,8 +167,14 @@ def test_settings_point_the_gateway_at_the_readers_and_the_index_at_the_bucket(
     assert gateway.index_read_urls == [f"http://index-reader:{port['port']}"]
     assert gateway.index_url == f"http://index:{port['port']}"
     assert gateway.index_read_consistency_s == index.index_read_consistency_s
-    for key in ("INDEX_READ_URLS", "LANCEDB_URI", "INDEX_READ_CONSISTENCY_S"):
-        assert key in config
+    assert index.lancedb_storage_options["region"]
+    every = {
+        name.upper()
+        for cls in (ConverterSettings, EmbedderSettings, IndexSettings, GatewaySettings)
+        for name in cls.model_fields
+    }
+    unknown = set(config) - every - {"HF_HUB_OFFLINE", "FORWARDED_ALLOW_IPS"}
+    assert not unknown, f"ConfigMap keys no service reads (typo?): {sorted(unknown)}"
 
 
 def test_storage_credentials_come_from_a_secret_only_the_index_pods_read(
