@@ -6,7 +6,9 @@ with a fake clock, and against real `IndexClient`s over `httpx.MockTransport`.""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
+from pathlib import Path
 
 import httpx
 import numpy as np
@@ -17,7 +19,9 @@ from pydantic import ValidationError
 from libs.clients import IndexClient
 from libs.contracts import (
     Chunk,
+    FolderIngestResult,
     IndexSearchRequest,
+    IngestFolderInput,
     ListLibrariesResult,
     NewDocument,
     SearchResult,
@@ -27,6 +31,8 @@ from libs.errors import InvalidInputError, MvdbError, NotFoundError, StoreError,
 from libs.http import RetryPolicy
 from libs.vectors import encode
 from services.gateway.consistency import RecentWrites, reading_as, reading_from_writer
+from services.gateway.folders import FolderHooks
+from services.gateway.jobs import Jobs
 from services.gateway.replicas import ReplicaRouter
 from services.gateway.settings import GatewaySettings
 from tests.fakes import FakeIndex
@@ -315,3 +321,39 @@ def test_index_read_urls_are_checked() -> None:
         GatewaySettings(index_read_urls="127.0.0.1:8004")
     with pytest.raises(ValidationError, match="more than once"):
         GatewaySettings(index_read_urls="http://r:8003,http://r:8003/")
+
+
+async def test_a_background_jobs_writes_pin_the_caller_that_submitted_it(tmp_path: Path) -> None:
+    router, _, _, log, _ = _cluster(readers=1)
+
+    async def run_folder(request: IngestFolderInput, hooks: FolderHooks) -> FolderIngestResult:
+        await router.upsert(_upsert())  # as the job's ingest does, long after the call ended
+        return FolderIngestResult(
+            folder=request.folder,
+            library=request.library,
+            total_files=1,
+            indexed=1,
+            replaced=0,
+            skipped=0,
+            failed=0,
+            results=[],
+            errors=[],
+        )
+
+    jobs = Jobs(router, run_folder, concurrency=1, retention_days=1)
+    await jobs.start()
+    try:
+        with reading_as("mcp:submitter"):
+            accepted = await jobs.submit(IngestFolderInput(folder=str(tmp_path)), tmp_path)
+        for _ in range(200):
+            if (await jobs.get(accepted.job_id)).status == "succeeded":
+                break
+            await asyncio.sleep(0.01)
+        assert (await jobs.get(accepted.job_id)).status == "succeeded"
+    finally:
+        await jobs.aclose()
+    with reading_as("mcp:submitter"):
+        await router.search(SEARCH)
+    with reading_as("mcp:someone-else"):
+        await router.search(SEARCH)
+    assert log == ["writer", "reader1"]
