@@ -5,8 +5,8 @@ Dockerfile installs them, tests/deploy/test_lock.py checks that they are current
 
 deploy/docker/images.toml says which of pyproject.toml's requirements (its dependencies, the
 `model` group, and for a stage outside the services such as `s3` the `dev` extra) each
-Dockerfile stage installs. For every stage this writes deploy/docker/requirements/<stage>.txt: the lines of
-`uv export` (pinned, hashed, with environment markers) for the stage's requirements and
+Dockerfile stage installs. For every stage this writes deploy/docker/requirements/<stage>.txt:
+the lines of `uv export` (pinned, hashed, with environment markers) for the stage's requirements and
 everything they depend on according to uv.lock, less what the stages below it already hold.
 With `--check` nothing is written; the exit status is 1 when a file differs from what would
 be written, or when a requirement of pyproject.toml is in no stage and not listed as outside

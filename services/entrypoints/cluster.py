@@ -129,6 +129,11 @@ def up(settings: ClusterSettings, wait_s: float) -> int:
     for name in names:
         if _running_pid(settings, name):
             print(f"{name}: already running")
+            if name in ("index", "gateway") and _readers(settings):
+                print(
+                    f"  ({name} keeps the settings it was started with: if that was without "
+                    "INDEX_READERS, run `make down` first for it to use the readers)"
+                )
             continue
         log_path = settings.var_dir / "log" / f"{name}.log"
         with log_path.open("ab") as log:
