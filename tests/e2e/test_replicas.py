@@ -1,6 +1,7 @@
 """One index writer and two index readers, started the way `make up` starts them with
-`INDEX_READERS=2`, on one local LanceDB directory, with the readers' consistency interval set
-long (30 s) so that a read served by a reader right after a write would miss it:
+`INDEX_READERS=2`, on one local LanceDB directory and then on a bucket of a real S3-compatible
+server on loopback, with the readers' consistency interval set long (30 s) so that a read
+served by a reader right after a write would miss it:
 
 - the gateway spreads searches over the readers, and a document written in one MCP session
   shows up in another session's searches (served by the readers) within the interval;
@@ -15,6 +16,7 @@ long (30 s) so that a read served by a reader right after a write would miss it:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import subprocess
@@ -31,6 +33,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from services.entrypoints.cluster import LocalCluster, local_env, running
 from tests.conftest import REPO
 from tests.mcp_client import Tools, sse_tools
+from tests.object_store import s3_server
 
 pytestmark = pytest.mark.e2e
 
@@ -38,19 +41,29 @@ CONSISTENCY_S = 30.0
 LIBRARY = "replicas"
 
 
-@pytest.fixture(scope="module")
-def replicas(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    env = local_env(
-        tmp_path_factory.mktemp("replicas-var"),
-        readers=2,
-        LOG_LEVEL="INFO",
-        INDEX_READ_CONSISTENCY_S=str(CONSISTENCY_S),
-    )
-    try:
-        with running(env) as cluster:
-            yield cluster
-    except RuntimeError as exc:
-        pytest.fail(str(exc))
+@pytest.fixture(scope="module", params=["local-disk", "s3"])
+def replicas(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[LocalCluster]:
+    """The cluster on a local directory (what `INDEX_READERS=2 make up` uses by default), then
+    on a bucket of a real S3-compatible server on loopback (tests/object_store.py)."""
+    with contextlib.ExitStack() as stack:
+        store: dict[str, str] = {}
+        if request.param == "s3":
+            server = stack.enter_context(s3_server(tmp_path_factory.mktemp("ministack")))
+            store = server.bucket("library")
+        env = local_env(
+            tmp_path_factory.mktemp("replicas-var"),
+            readers=2,
+            LOG_LEVEL="INFO",
+            INDEX_READ_CONSISTENCY_S=str(CONSISTENCY_S),
+            **store,
+        )
+        try:
+            cluster = stack.enter_context(running(env))
+        except RuntimeError as exc:
+            pytest.fail(str(exc))
+        yield cluster
 
 
 def _metrics(cluster: LocalCluster) -> dict[tuple[str, str], float]:
