@@ -24,7 +24,7 @@ $(UV):
 	@$(VENV)/bin/pip install -q --disable-pip-version-check uv==$(UV_VERSION)
 
 $(STAMP): pyproject.toml uv.lock | $(UV)
-	$(UV) sync --locked --inexact --extra dev --group model --python $(PY) -q
+	$(UV) sync --locked --inexact --extra server --extra dev --group model --python $(PY) -q
 	@touch $(STAMP)
 
 install: $(STAMP) ## Create .venv and install everything from uv.lock (offline model included)

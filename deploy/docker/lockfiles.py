@@ -41,6 +41,8 @@ EXPORT_ARGS = (
     "requirements-txt",
     "--no-emit-project",
     "--no-dev",
+    "--extra",
+    "server",
     "--group",
     "model",
     "--extra",
@@ -103,10 +105,12 @@ def chain(stages: dict[str, Stage], name: str) -> list[str]:
 
 
 def project_requirements(pyproject: Path) -> dict[str, frozenset[str]]:
-    """Runtime requirements of pyproject.toml (dependencies and the `model` group) -> extras."""
+    """Runtime requirements of pyproject.toml (its dependencies, the `server` extra and the
+    `model` group) -> extras."""
     project = tomllib.loads(pyproject.read_text())
     specs = [
         *project["project"]["dependencies"],
+        *project["project"].get("optional-dependencies", {}).get("server", []),
         *project.get("dependency-groups", {}).get("model", []),
     ]
     return dict(parse_requirement(spec) for spec in specs)

@@ -23,7 +23,7 @@ it reports its first and last line in the Markdown (`LineIndex`, 1-based).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 
@@ -31,15 +31,9 @@ from tokenizers import Encoding, Tokenizer
 
 from libs.contracts import Chunk
 from libs.modelfiles import bundled_tokenizer
+from services.converter.headings import HeadingScanner
 from services.converter.lines import LineIndex
 
-_ATX = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.+?)(?:[ \t]+#+)?[ \t]*$")
-_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
-_SETEXT_H1 = re.compile(r"^ {0,3}={2,}[ \t]*$")
-_SETEXT_H2 = re.compile(r"^ {0,3}-{3,}[ \t]*$")
-_NOT_SETEXT_TEXT = re.compile(r"^\s*([-*+>|]|\d+[.)]\s|<!--)")
-_LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
-_HEADING_NOISE = re.compile(r"[*_`\u200b-\u200d\u2060\ufeff]")
 _COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
 _WORD_CHAR = re.compile(r"[^\W_]")
 _SENTENCE_END = frozenset(".!?…")
@@ -76,73 +70,9 @@ class _Section:
     headings: tuple[str, ...]
 
 
-def clean_heading(raw: str) -> str:
-    """Heading text without link targets, emphasis markers and zero-width characters."""
-    text = _LINK.sub(r"\1", raw)
-    text = _HEADING_NOISE.sub("", text)
-    return " ".join(text.split())
-
-
 def has_text(text: str) -> bool:
     """Whether `text` holds anything but whitespace and markup."""
     return _WORD_CHAR.search(_COMMENT.sub("", text)) is not None
-
-
-def _is_setext_text(lines: list[str], k: int) -> bool:
-    line = lines[k]
-    if not line.strip() or _NOT_SETEXT_TEXT.match(line) or _FENCE.match(line):
-        return False
-    return k == 0 or not lines[k - 1].strip()
-
-
-def _heading_at(lines: list[str], k: int) -> tuple[int, str] | None:
-    match = _ATX.match(lines[k])
-    if match:
-        return len(match.group(1)), clean_heading(match.group(2))
-    if k + 1 < len(lines) and _is_setext_text(lines, k):
-        if _SETEXT_H1.match(lines[k + 1]):
-            return 1, clean_heading(lines[k])
-        if _SETEXT_H2.match(lines[k + 1]):
-            return 2, clean_heading(lines[k])
-    return None
-
-
-class _HeadingScanner:
-    """Walks lines, tracking fenced code so `# comment` inside code is not a heading."""
-
-    def __init__(self) -> None:
-        self._fence: str | None = None
-
-    def heading(self, lines: list[str], k: int) -> tuple[int, str] | None:
-        line = lines[k]
-        if self._fence is not None:
-            stripped = line.strip()
-            if stripped.startswith(self._fence) and not stripped.strip(self._fence[0]):
-                self._fence = None
-            return None
-        fence = _FENCE.match(line)
-        if fence:
-            self._fence = fence.group(1)
-            return None
-        found = _heading_at(lines, k)
-        return found if found is not None and found[1] else None
-
-
-def iter_headings(markdown: str) -> Iterator[tuple[int, str]]:
-    """(level, text) of every heading outside fenced code, in order."""
-    lines = markdown.split("\n")
-    scanner = _HeadingScanner()
-    for k in range(len(lines)):
-        found = scanner.heading(lines, k)
-        if found is not None:
-            yield found
-
-
-def first_heading(markdown: str, max_level: int = 1) -> str:
-    for level, text in iter_headings(markdown):
-        if level <= max_level:
-            return text
-    return ""
 
 
 def _common_prefix(paths: Sequence[tuple[str, ...]]) -> tuple[str, ...]:
@@ -208,7 +138,7 @@ class Chunker:
     def _sections(self, markdown: str, pages: Sequence[PageSpan]) -> list[_Section]:
         sections: list[_Section] = []
         stack: list[tuple[int, str]] = []
-        scanner = _HeadingScanner()
+        scanner = HeadingScanner()
         for index, span in enumerate(pages):
             lines = markdown[span.start : span.end].split("\n")
             position = span.start

@@ -29,8 +29,9 @@ from markitdown import (
 
 from libs.errors import ConversionError, NoTextError
 from services.converter.archive import ArchiveLimits, check_archive, is_zip
-from services.converter.chunk import PageSpan, first_heading, has_text
+from services.converter.chunk import PageSpan, has_text
 from services.converter.formats import Route, base_name, extension_of, route_for
+from services.converter.headings import first_heading
 from services.converter.pdf import extract_pdf, sensible_title
 
 _SLIDE_MARKER = re.compile(r"^<!-- Slide number: (\d+) -->[ \t]*$", re.MULTILINE)

@@ -102,8 +102,8 @@ class _Engine:
         )
 
     def _chunk(self, request: ChunkRequest) -> ConvertResult:
-        from services.converter.chunk import first_heading
         from services.converter.convert import normalise_text
+        from services.converter.headings import first_heading
 
         markdown = normalise_text(request.markdown)
         chunks = self._chunker.chunk(markdown)

@@ -64,9 +64,7 @@ def test_a_requirement_in_no_image_stops_the_export(tmp_path: Path) -> None:
     text = pyproject.read_text()
     added = "new-dependency-of-a-merge"  # placed in no stage, whatever images.toml holds
     assert added not in text
-    pyproject.write_text(
-        text.replace("dependencies = [\n", f'dependencies = [\n  "{added}>=1",\n', 1)
-    )
+    pyproject.write_text(text.replace("server = [\n", f'server = [\n  "{added}>=1",\n', 1))
     with pytest.raises(module.LockError, match=rf"{added} is required by pyproject\.toml"):
         module.render(tmp_path, "uv-is-not-reached")
 

@@ -18,7 +18,8 @@ from tokenizers import Tokenizer
 
 from libs.contracts import Chunk
 from libs.modelfiles import bundled_tokenizer_json
-from services.converter.chunk import Chunker, PageSpan, clean_heading, first_heading, has_text
+from services.converter.chunk import Chunker, PageSpan, has_text
+from services.converter.headings import clean_heading, first_heading
 
 SHARED_FILES = Path(__file__).resolve().parents[2].parent / "shared/data/files"
 WORD = re.compile(r"\w+")
