@@ -17,7 +17,9 @@ every MCP tool (the job tools following a background folder ingest, `ingest_repo
 with the gateway image's git), streamable HTTP, `POST /upload` with a Windows file name,
 `ingest_folder` on the mounted host folder; Prometheus (monitoring profile) scraping all
 four; `docker kill` of the index in the middle of a folder ingest leaving no partial document
-and the counts right; the data kept across `down` / `up`.
+and the counts right; the data kept across `down` / `up`. Last, the `s3` profile as a project
+of its own (tests/deploy/s3_profile.py): the store in a bucket of the `s3` image's server, the
+index as its writer, two index readers serving the gateway's reads.
 
 `make test-containers` runs this module (`make container-tools` installs Docker, compose and
 mmdebstrap from Debian first); it skips, saying why, where Docker cannot run.
@@ -46,7 +48,7 @@ from packaging.markers import Marker
 
 from libs.contracts import TOOLS as CATALOG
 from tests.conftest import REPO, SHARED_FILES
-from tests.deploy import containers
+from tests.deploy import containers, s3_profile
 from tests.deploy.conftest import image_requirements, lockfiles
 from tests.deploy.containers import SERVICES, BaseImages, Compose, Docker
 from tests.git_server import WorkingCopy
@@ -707,3 +709,9 @@ def test_the_data_survives_down_and_up(stack: Stack) -> None:
     after = asyncio.run(snapshot())
     assert after == before
     asyncio.run(_check_store(stack, {"persist": {note["doc_id"]}}, "persist"))
+
+
+def test_the_s3_profile_runs_a_writer_and_readers_on_a_bucket(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    s3_profile.run(tmp_path_factory)
