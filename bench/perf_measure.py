@@ -174,17 +174,22 @@ def index_counts(cluster: LocalCluster) -> dict[str, Any]:
 
 
 def exact_top_k(
-    uri: str, queries: np.ndarray, k: int = 10, block: int = 65_536
+    uri: str,
+    queries: np.ndarray,
+    k: int = 10,
+    block: int = 65_536,
+    storage_options: dict[str, str] | None = None,
 ) -> tuple[list[set[tuple[str, int]]], int]:
     """Exact top-k by cosine (the stored vectors are normalised) over every stored vector,
     read in blocks so that a table of a million rows never sits in memory whole."""
     import lancedb
 
-    dataset = lancedb.connect(uri).open_table("chunks").to_lance()
+    table = lancedb.connect(uri, storage_options=storage_options).open_table("chunks")
+    scan = table.search().select(["doc_id", "chunk_index", "vector"]).limit(None)
     best_scores = np.full((len(queries), k), -np.inf, np.float32)
     best_keys: list[list[tuple[str, int]]] = [[("", -1)] * k for _ in queries]
     rows = 0
-    for batch in dataset.to_batches(columns=["doc_id", "chunk_index", "vector"], batch_size=block):
+    for batch in scan.to_batches(block):
         n = batch.num_rows
         flat = batch.column("vector").values.to_numpy(zero_copy_only=False)
         matrix = flat.reshape(n, -1).astype(np.float32, copy=False)

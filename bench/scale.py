@@ -116,7 +116,8 @@ def service_index_builds(var: Path) -> list[dict[str, Any]]:
                 record = json.loads(line)
             except ValueError:
                 continue
-            builds.append({"message": record.get("message"), **record.get("fields", {})})
+            keys = ("msg", "rows", "partitions", "previous_partitions", "seconds")
+            builds.append({key: record.get(key) for key in keys})
     return builds
 
 
@@ -158,7 +159,7 @@ def alternate_ingests(
 def measure(args: argparse.Namespace) -> dict[str, Any]:
     var: Path = args.var
     texts, vectors, tokens = base_material(var)
-    report: dict[str, Any] = {"uptime_before": _uptime()}
+    report: dict[str, Any] = {"load_avg_before": load_avg()}
     small_var = var / "small"
     with running(local_env(small_var, LOG_LEVEL="WARNING")) as small:
         bulk_load(small, args.small, texts, vectors, np.random.default_rng(7), tokens=tokens)
@@ -184,12 +185,12 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                 entry: dict[str, Any] = {"chunks": index_counts(cluster)["chunks"]}
                 entry.update(asyncio.run(mcp_latencies(cluster, queries, warmup)))
                 entry["first_search_incl_open_s"] = round(time.perf_counter() - started, 1)
-                entry["uptime"] = _uptime()
+                entry["load_avg"] = load_avg()
                 entry["hops"] = hop_latencies(cluster, queries[:100])
                 report[name] = entry
                 print(name, json.dumps(entry), file=sys.stderr, flush=True)
             report["ingest"] = alternate_ingests(clusters, var, args.rounds, args.docs)
-            report["ingest"]["uptime"] = _uptime()
+            report["ingest"]["load_avg"] = load_avg()
             for name, cluster in clusters.items():
                 report[name]["vector_index"] = ann_recall(cluster, query_vecs)
                 print(name, json.dumps(report[name]["vector_index"]), file=sys.stderr, flush=True)
@@ -197,7 +198,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     return report
 
 
-def _uptime() -> str:
+def load_avg() -> str:
     """The 1, 5 and 15-minute load averages, noted beside the figures."""
     return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
