@@ -9,6 +9,7 @@
     ├── PathNotAllowedError        403 path_not_allowed
     ├── FileAccessError            400 file_not_readable
     ├── NotFoundError              404 not_found
+    ├── ReadOnlyReplicaError       405 read_only_replica
     ├── TooLargeError              413 too_large
     ├── UnsupportedFormatError     422 unsupported_format
     ├── ConversionError            422 conversion_failed
@@ -35,6 +36,8 @@ from typing import Any, ClassVar
 
 from pydantic import ValidationError
 
+from libs.redaction import scrub
+
 
 class MvdbError(Exception):
     error_code: ClassVar[str] = "internal_error"
@@ -46,8 +49,9 @@ class MvdbError(Exception):
         self.message = message
 
     def to_payload(self) -> dict[str, Any]:
-        """The error shape every caller sees, over HTTP and MCP alike."""
-        return {"status": "error", "error": self.message, "error_code": self.error_code}
+        """The error shape every caller sees, over HTTP and MCP alike; credentials masked
+        (`libs.redaction`: an object store's error may quote a signed URL or a secret)."""
+        return {"status": "error", "error": scrub(self.message), "error_code": self.error_code}
 
 
 class InvalidInputError(MvdbError):
@@ -88,6 +92,13 @@ class FileAccessError(MvdbError):
 class NotFoundError(MvdbError):
     error_code = "not_found"
     http_status = 404
+
+
+class ReadOnlyReplicaError(MvdbError):
+    """A write sent to an index reader (`INDEX_ROLE=reader`); only the writer writes."""
+
+    error_code = "read_only_replica"
+    http_status = 405
 
 
 class TooLargeError(MvdbError):
@@ -148,6 +159,7 @@ _BY_CODE: dict[str, type[MvdbError]] = {
         PathNotAllowedError,
         FileAccessError,
         NotFoundError,
+        ReadOnlyReplicaError,
         TooLargeError,
         UnsupportedFormatError,
         ConversionError,

@@ -20,6 +20,7 @@ from fastapi.responses import JSONResponse
 
 from libs.contracts import ReadyStatus
 from libs.errors import MvdbError, invalid_input
+from libs.redaction import scrub
 from libs.telemetry import ERRORS, TelemetryMiddleware, metrics_response
 
 log = logging.getLogger(__name__)
@@ -41,7 +42,7 @@ async def readiness(checks: Mapping[str, ReadyCheck] | None) -> JSONResponse:
     ok = all(ready for ready, _ in results)
     body = ReadyStatus(
         status="ready" if ok else "not_ready",
-        checks={name: detail for name, (_, detail) in zip(checks, results, strict=True)},
+        checks={name: scrub(detail) for name, (_, detail) in zip(checks, results, strict=True)},
     )
     return JSONResponse(body.model_dump(), status_code=200 if ok else 503)
 

@@ -25,6 +25,8 @@ from starlette.responses import Response
 from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from libs.redaction import scrub
+
 REQUEST_ID_HEADER = "X-Request-ID"
 request_id_var: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="-")
 
@@ -81,7 +83,8 @@ class JsonFormatter(logging.Formatter):
             entry.update(extra)
         if record.exc_info:
             entry["exc"] = self.formatException(record.exc_info)
-        return json.dumps(entry, ensure_ascii=False, default=str)
+        # Credentials never reach a log line, whichever library's text carries them.
+        return scrub(json.dumps(entry, ensure_ascii=False, default=str))
 
 
 def configure_logging(service: str, level: str = "INFO") -> None:

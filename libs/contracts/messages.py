@@ -172,12 +172,18 @@ class IndexSearchRequest(Model):
     min_score: MinScore = None
 
 
+# What an index process does with its store (INDEX_ROLE): `all` reads and writes alone,
+# `writer` is the one writer of a store that `reader` replicas share read-only.
+IndexRole = Literal["all", "writer", "reader"]
+
+
 class IndexInfo(Out):
-    uri: str
+    uri: str  # credentials redacted
     model: str | None
     dim: int | None
     documents: int
     chunks: int
+    role: IndexRole = "all"
 
 
 class ReadyStatus(Out):

@@ -11,8 +11,9 @@ import sys
 
 import uvicorn
 from fastapi import FastAPI
+from pydantic import ValidationError
 
-from libs.errors import MvdbError
+from libs.errors import MvdbError, invalid_input
 from libs.telemetry import configure_logging
 
 SERVICES = ("converter", "embedder", "index", "gateway")
@@ -58,6 +59,10 @@ def main(argv: list[str] | None = None) -> int:
         app, host, port = build(args.service)
     except MvdbError as exc:
         print(f"{args.service}: {exc.message}", file=sys.stderr)
+        return 2
+    except ValidationError as exc:
+        # Settings from the environment: each bad one by name, its value not echoed.
+        print(f"{args.service}: {invalid_input(exc, 'settings').message}", file=sys.stderr)
         return 2
     uvicorn.run(
         app,

@@ -4,7 +4,8 @@ The HTTP app, the stdio server and the CLI all use it. It opens the store on fir
 `start`), runs every blocking LanceDB call in a worker thread (searches and document listings
 are coroutines awaited on the loop instead, see `services.index.store.snapshot`), and keeps a
 background task that folds new rows into the indexes (`optimize`) every N writes or T seconds
-after a write.
+after a write. On a reader (`INDEX_ROLE=reader`) that task only follows the writer (tables that
+appeared, a vector index built) every `INDEX_READ_CONSISTENCY_S`, and every write is refused.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from libs.lifecycle import AsyncLifecycle
 from services.index.metrics import OPTIMIZE_SECONDS, SEARCH_SECONDS, STORED
 from services.index.settings import IndexSettings
 from services.index.store import IndexStore
+from services.index.store.location import shown_uri
 
 log = logging.getLogger(__name__)
 
@@ -73,12 +75,15 @@ class IndexCore(AsyncLifecycle):
                 except MvdbError:
                     raise
                 except Exception as exc:
+                    where = shown_uri(self.settings)
                     raise StoreError(
-                        f"could not open the LanceDB store at {self.settings.lancedb_uri!r}: "
-                        f"{exc}; check LANCEDB_URI and that the path is writable"
+                        f"could not open the LanceDB store at {where!r}: {exc}; check "
+                        "LANCEDB_URI and LANCEDB_STORAGE_OPTIONS (or the AWS_* variables), and "
+                        "that the path or bucket exists and is writable"
                     ) from exc
                 self._wake = asyncio.Event()
-                self._maintenance = asyncio.create_task(self._maintain(store))
+                task = self._follow(store) if store.read_only else self._maintain(store)
+                self._maintenance = asyncio.create_task(task)
                 self._store = store
                 STORED.watch(store)
         return self._store
@@ -110,6 +115,17 @@ class IndexCore(AsyncLifecycle):
             except Exception:
                 # Search still finds unindexed rows; the next round tries again.
                 log.exception("optimizing the index failed")
+
+    async def _follow(self, store: IndexStore) -> None:
+        """A reader's background task: look at what the writer did, every consistency
+        interval (at least every second, at most every minute)."""
+        interval = min(max(self.settings.index_read_consistency_s, 1.0), 60.0)
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await anyio.to_thread.run_sync(store.follow)
+            except Exception:
+                log.exception("looking for the writer's changes failed; trying again")
 
     async def _run(self, call: Callable[[IndexStore], T]) -> T:
         store = await self.start()

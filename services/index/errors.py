@@ -4,6 +4,8 @@
     ├── DocumentNotFound
     ├── ChunkNotFound
     └── JobNotFound
+    libs.errors.ReadOnlyReplicaError 405 read_only_replica
+    └── ReadOnlyReplica
     libs.errors.ModelMismatchError   409 model_mismatch
     └── StoreModelMismatch
     libs.errors.StoreError           500 store_error
@@ -15,7 +17,7 @@ from `libs.errors.from_payload` with the same message.
 
 from __future__ import annotations
 
-from libs.errors import ModelMismatchError, NotFoundError, StoreError
+from libs.errors import ModelMismatchError, NotFoundError, ReadOnlyReplicaError, StoreError
 
 
 class DocumentNotFound(NotFoundError):
@@ -44,6 +46,16 @@ class JobNotFound(NotFoundError):
             "are kept for JOB_RETENTION_DAYS)"
         )
         self.job_id = job_id
+
+
+class ReadOnlyReplica(ReadOnlyReplicaError):
+    def __init__(self, what: str) -> None:
+        super().__init__(
+            f"this index service is a read-only replica (INDEX_ROLE=reader) and does not "
+            f"{what}; send writes to the index writer (the gateway's INDEX_URL, a process with "
+            "INDEX_ROLE=writer or all), which readers follow within INDEX_READ_CONSISTENCY_S"
+        )
+        self.what = what
 
 
 class StoreModelMismatch(ModelMismatchError):

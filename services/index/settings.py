@@ -2,15 +2,39 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+import json
+from typing import Annotated, Any
 
+from pydantic import Field, field_validator
+from pydantic_settings import NoDecode, SettingsConfigDict
+
+from libs.contracts import IndexRole
 from libs.settings import CommonSettings
 
 
 class IndexSettings(CommonSettings):
+    # A bad value is reported by field and problem, never echoed: it may hold credentials.
+    model_config = SettingsConfigDict(hide_input_in_errors=True)
+
     lancedb_uri: str = Field(
         default="./var/lancedb",
-        description="Where LanceDB keeps the documents and chunks tables (a path or URI)",
+        description="Where LanceDB keeps the documents and chunks tables: a path, or an "
+        "object-storage URI (s3://bucket/prefix, gs://bucket/prefix, az://container/prefix)",
+    )
+    lancedb_storage_options: Annotated[dict[str, str], NoDecode] = Field(
+        default_factory=dict,
+        description="Options of the object store at LANCEDB_URI, a JSON object of names to "
+        'strings, e.g. {"endpoint": "http://127.0.0.1:9000", "region": "us-east-1", '
+        '"allow_http": "true", "aws_access_key_id": "...", "aws_secret_access_key": "..."}; '
+        "the standard AWS_*, GOOGLE_* and AZURE_* variables are read too. Secret values are "
+        "never logged or shown",
+    )
+    index_role: IndexRole = Field(
+        default="all",
+        description="all: one index process reads and writes (the default); writer: the one "
+        "process that writes a store that readers share; reader: a read-only replica of the "
+        "store at LANCEDB_URI that serves searches and listings, refuses every write "
+        "(read_only_replica, 405) and never runs maintenance or recovery",
     )
     index_rrf_k: int = Field(
         default=60,
@@ -78,3 +102,36 @@ class IndexSettings(CommonSettings):
         ge=1024,
         description="Largest request body the HTTP API accepts (413 above it)",
     )
+
+    @field_validator("lancedb_storage_options", mode="before")
+    @classmethod
+    def _options_are_flat_strings(cls, value: Any) -> Any:
+        """Accept a JSON object (text, from the environment) of names to strings, numbers or
+        booleans; refuse anything else by name, without echoing values (they may be secret)."""
+        if isinstance(value, str | bytes):
+            try:
+                value = json.loads(value) if value.strip() else {}
+            except ValueError:
+                raise ValueError(
+                    "LANCEDB_STORAGE_OPTIONS is not valid JSON; give a JSON object such as "
+                    '{"region": "us-east-1", "endpoint": "http://127.0.0.1:9000"}'
+                ) from None
+        if not isinstance(value, dict):
+            raise ValueError(
+                f"LANCEDB_STORAGE_OPTIONS must be a JSON object of option names to strings, "
+                f"not a {type(value).__name__}"
+            )
+        options: dict[str, str] = {}
+        for name, item in value.items():
+            if not isinstance(name, str) or not name.strip():
+                raise ValueError("LANCEDB_STORAGE_OPTIONS has an empty option name")
+            if isinstance(item, bool):
+                options[name] = "true" if item else "false"
+            elif isinstance(item, str | int | float):
+                options[name] = str(item)
+            else:
+                raise ValueError(
+                    f"LANCEDB_STORAGE_OPTIONS option {name!r} must be a string, number or "
+                    f"boolean, not a {type(item).__name__}"
+                )
+        return options

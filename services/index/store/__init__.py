@@ -19,7 +19,10 @@ locks, model stamp, caches) and hands it to the modules that do the work:
 - `maintenance`: optimize and when it is due;
 - `jobs`: background jobs' records.
 
-The service is the store's only writer. Blocking methods run in worker threads
+The service is the store's only writer: with `INDEX_ROLE=reader` a store is a read-only
+replica of one another process writes (`StoreState.read_only`): every write method raises
+`ReadOnlyReplica`, opening it neither creates, upgrades nor reconciles anything, and `follow`
+picks up what the writer built. Blocking methods run in worker threads
 (`services.index.core.IndexCore` does that); `search`, `list_documents` and `list_sources`
 are coroutines awaited on the caller's loop.
 """
@@ -42,6 +45,7 @@ from libs.contracts import (
     UpsertRequest,
     UpsertResponse,
 )
+from services.index.errors import ReadOnlyReplica
 from services.index.settings import IndexSettings
 from services.index.store import jobs, maintenance, reads, recovery, search, tables
 from services.index.store.meta import ModelStamp
@@ -55,8 +59,9 @@ __all__ = ["IndexStore", "ModelStamp", "ReconcileReport", "StoreState", "Writes"
 class IndexStore:
     """One LanceDB database. Thread-safe: reads run concurrently, writes take the write lock.
 
-    Building it opens the tables that exist and reconciles after any crash (blocking).
-    `writes` builds the write collaborator; tests pass one whose steps fail.
+    Building it opens the tables that exist and reconciles after any crash (blocking; a
+    reader leaves recovery to the writer). `writes` builds the write collaborator; tests
+    pass one whose steps fail.
     """
 
     def __init__(
@@ -65,7 +70,16 @@ class IndexStore:
         self.state = StoreState(settings)
         self.writes = writes(self.state)
         tables.open_tables(self.state)
-        self.reconcile()
+        if not self.read_only:
+            self.reconcile()
+
+    @property
+    def read_only(self) -> bool:
+        return self.state.read_only
+
+    def _writable(self, what: str) -> None:
+        if self.state.read_only:
+            raise ReadOnlyReplica(what)
 
     @property
     def settings(self) -> IndexSettings:
@@ -114,21 +128,30 @@ class IndexStore:
         return reads.info(self.state)
 
     def upsert(self, request: UpsertRequest) -> UpsertResponse:
+        self._writable("store documents")
         return self.writes.upsert(request)
 
     def delete(self, doc_id: str) -> DeleteResult:
+        self._writable("delete documents")
         return self.writes.delete(doc_id)
 
     def reconcile(self) -> ReconcileReport:
+        self._writable("reconcile the store after a crash")
         return recovery.reconcile(self.writes)
 
     def optimize_due(self) -> bool:
-        return maintenance.optimize_due(self.state)
+        return not self.state.read_only and maintenance.optimize_due(self.state)
 
     def optimize(self) -> None:
+        self._writable("optimize the indexes")
         maintenance.optimize(self.state)
 
+    def follow(self) -> None:
+        """A reader's periodic look for what the writer created or built since."""
+        tables.follow(self.state)
+
     def save_job(self, record: JobRecord) -> None:
+        self._writable("save job records")
         jobs.save(self.state, record)
 
     def get_job(self, job_id: str) -> JobRecord:
@@ -138,11 +161,12 @@ class IndexStore:
         return jobs.listing(self.state, status, limit)
 
     def delete_jobs(self, finished_before: str) -> int:
+        self._writable("delete job records")
         return jobs.delete_finished_before(self.state, finished_before)
 
     def ping(self) -> str:
         names = self.state.db.list_tables().tables
-        return f"ok ({len(names)} tables)"
+        return f"ok ({len(names)} tables, role {self.settings.index_role})"
 
     def close(self) -> None:
         with self.state.handles_lock:

@@ -33,8 +33,21 @@ def _table(state: StoreState) -> Table:
         return state.db.create_table(JOBS, schema=JOBS_SCHEMA, exist_ok=True)
 
 
+def _readable(state: StoreState) -> Table | None:
+    """The table to read: a reader (which creates nothing) has none until the writer's
+    first job."""
+    if not state.read_only:
+        return _table(state)
+    if JOBS not in state.db.list_tables().tables:
+        return None
+    return state.db.open_table(JOBS)
+
+
 def _rows(state: StoreState, where: str | None) -> list[JobRecord]:
-    query = _table(state).search()
+    table = _readable(state)
+    if table is None:
+        return []
+    query = table.search()
     if where:
         query = query.where(where)
     rows = query.select(["record"]).limit(None).to_arrow()["record"].to_pylist()

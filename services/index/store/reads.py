@@ -235,4 +235,5 @@ def info(state: StoreState) -> IndexInfo:
         dim=stamp.dim if stamp else None,
         documents=documents.count_rows(LIVE_ONLY) if documents is not None else 0,
         chunks=chunks.count_rows() if chunks is not None else 0,
+        role=state.settings.index_role,
     )

@@ -13,13 +13,13 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Iterable
-from datetime import timedelta
 from typing import Any
 
 import lancedb
 from lancedb.table import Table
 
 from services.index.settings import IndexSettings
+from services.index.store import location
 from services.index.store.meta import ModelStamp
 from services.index.store.schema import HIT_DOCUMENT_COLUMNS
 
@@ -88,18 +88,18 @@ class StoreState:
 
     def __init__(self, settings: IndexSettings) -> None:
         self.settings = settings
-        self.uri = settings.lancedb_uri
+        # For showing (`/info`, `server_info`, messages): without credentials.
+        self.uri = location.shown_uri(settings)
+        # A reader (INDEX_ROLE=reader) never writes: no table creation, upgrade, index
+        # build, recovery or maintenance; it follows the writer's commits.
+        self.read_only = settings.index_role == "reader"
         # Bounded caches: Lance's defaults let index and manifest caches grow with every
         # table version a busy ingest writes.
         session = lancedb.Session(
             index_cache_size_bytes=settings.index_cache_mb * 1024 * 1024,
             metadata_cache_size_bytes=settings.index_metadata_cache_mb * 1024 * 1024,
         )
-        self.db = lancedb.connect(
-            self.uri,
-            read_consistency_interval=timedelta(seconds=settings.index_read_consistency_s),
-            session=session,
-        )
+        self.db = location.connect(settings, session)
         self.write_lock = threading.RLock()
         self.handles_lock = threading.Lock()
         self.documents: Table | None = None

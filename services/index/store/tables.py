@@ -41,7 +41,11 @@ Handles = tuple[Table | None, Table | None]
 
 def open_tables(state: StoreState) -> None:
     """Open whichever tables exist; the first upsert creates the missing ones. A chunks
-    table is upgraded, indexed and prewarmed before any reader gets its handle."""
+    table is upgraded, indexed and prewarmed before any reader gets its handle.
+
+    A read-only store (INDEX_ROLE=reader) upgrades and indexes nothing: it takes a chunks
+    table only once the writer has brought it up to this release, and keeps looking until
+    then (as while the tables do not exist)."""
     with state.handles_lock:
         state.last_open_attempt = time.monotonic()
         names = set(state.db.list_tables().tables)
@@ -51,11 +55,42 @@ def open_tables(state: StoreState) -> None:
             state.documents = state.db.open_table(DOCUMENTS)
         if state.chunks is None and CHUNKS in names:
             chunks = state.db.open_table(CHUNKS)
-            upgrade_chunks(chunks)
-            ensure_chunk_indexes(chunks)
+            if state.read_only:
+                if not _ready_to_read(chunks):
+                    return
+            else:
+                upgrade_chunks(chunks)
+                ensure_chunk_indexes(chunks)
             ann.read_partitions(state, chunks)
             ann.prewarm(state.settings, chunks)
             state.chunks = chunks
+
+
+def _ready_to_read(chunks: Table) -> bool:
+    """Whether the writer has given the chunks table this release's columns and indexes."""
+    names = set(chunks.schema.names)
+    present = {tuple(index.columns) for index in chunks.list_indices()}
+    missing = [f.name for f in ADDED_CHUNK_FIELDS if f.name not in names]
+    missing += [column for column in ("content", "doc_id") if (column,) not in present]
+    if missing:
+        log.warning(
+            "the chunks table is not ready to read yet (the writer adds it); looking again",
+            extra={"fields": {"missing": missing}},
+        )
+    return not missing
+
+
+def follow(state: StoreState) -> None:
+    """A reader's periodic look at the writer's work: tables that appeared, and a vector
+    index built or rebuilt since (its partition count, to probe it as the writer meant).
+    Blocking: for worker threads."""
+    _, chunks = tables(state)
+    if chunks is None:
+        return
+    before = state.ivf_partitions
+    ann.read_partitions(state, chunks)
+    if state.ivf_partitions != before:
+        ann.prewarm(state.settings, chunks)
 
 
 def _open_due(state: StoreState) -> bool:

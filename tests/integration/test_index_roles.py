@@ -1,0 +1,217 @@
+"""INDEX_ROLE on a local store: a reader beside a writer on one LanceDB directory (the real
+index apps over HTTP, real LanceDB). The reader answers empty until the writer creates the
+tables, then sees the writer's documents within INDEX_READ_CONSISTENCY_S, follows a vector
+index the writer builds, refuses every write with 405 `read_only_replica`, and writes no byte
+to the store, even when it opens one an interrupted write left unreconciled."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import httpx
+import pytest
+
+from libs.clients import IndexClient
+from libs.contracts import IndexSearchRequest, Job, JobRecord
+from libs.errors import NotFoundError, ReadOnlyReplicaError
+from libs.http import RetryPolicy
+from libs.vectors import encode
+from services.index.app import create_app
+from services.index.core import IndexCore
+from services.index.settings import IndexSettings
+from tests.index_helpers import unit_vectors, upsert_request
+
+pytestmark = pytest.mark.integration
+
+CONSISTENCY_S = 0.3
+
+
+@asynccontextmanager
+async def service(settings: IndexSettings) -> AsyncIterator[tuple[httpx.AsyncClient, IndexClient]]:
+    app = create_app(settings)
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        index = IndexClient("http://index", transport=transport, policy=RetryPolicy(attempts=1))
+        async with httpx.AsyncClient(transport=transport, base_url="http://index") as http:
+            try:
+                yield http, index
+            finally:
+                await index.aclose()
+
+
+def settings_for(uri: Path, role: str, **extra: object) -> IndexSettings:
+    return IndexSettings(
+        lancedb_uri=str(uri),
+        index_role=role,  # type: ignore[arg-type]
+        index_read_consistency_s=CONSISTENCY_S,
+        **extra,  # type: ignore[arg-type]
+    )
+
+
+def files_of(root: Path) -> dict[str, tuple[int, int]]:
+    return {
+        str(p.relative_to(root)): (p.stat().st_size, p.stat().st_mtime_ns)
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
+
+
+def job_record(job_id: str) -> JobRecord:
+    job = Job(
+        job_id=job_id,
+        status="queued",
+        library="lib",
+        folder="/srv/docs",
+        created_at="2026-01-01T00:00:00",
+    )
+    return JobRecord(job=job, request={"folder": "/srv/docs", "library": "lib"})
+
+
+async def until(check, timeout: float = 10.0) -> float:  # type: ignore[no-untyped-def]
+    """Seconds until `await check()` is true; fails past `timeout`."""
+    started = time.monotonic()
+    while not await check():
+        assert time.monotonic() - started < timeout, "the reader did not catch up"
+        await asyncio.sleep(0.05)
+    return time.monotonic() - started
+
+
+async def test_a_reader_follows_the_writer_and_refuses_writes(tmp_path: Path) -> None:
+    uri = tmp_path / "lancedb"
+    async with (
+        service(settings_for(uri, "reader")) as (reader_http, reader),
+        service(settings_for(uri, "writer")) as (_, writer),
+    ):
+        # Nothing written yet: the reader answers empty and keeps looking.
+        assert (await reader.list_documents(None, 10, 0)).documents == []
+        assert (await reader.list_libraries()).libraries == []
+        assert await reader.list_jobs(None, 10) == []
+        ready = (await reader_http.get("/readyz")).json()
+        assert ready["status"] == "ready" and "role reader" in ready["checks"]["lancedb"]
+        info = await reader.info()
+        assert (info.role, info.documents) == ("reader", 0)
+        assert (await writer.info()).role == "writer"
+
+        done = await writer.upsert(upsert_request("a.md", ["alpha text", "beta text"], seed=1))
+        await writer.save_job(job_record("j1"))
+
+        async def sees_it() -> bool:
+            listed = await reader.list_documents(None, 10, 0)
+            return [d.doc_id for d in listed.documents] == [done.doc_id]
+
+        await until(sees_it)
+        got = await reader.get(done.doc_id, chunk_index=0, context=1)
+        assert [c.content for c in got.chunks or []] == ["alpha text", "beta text"]
+        query = IndexSearchRequest(query="alpha", vector_b64=encode(unit_vectors(1, 1)), top_k=3)
+        hits = (await reader.search(query)).results
+        assert hits and hits[0].doc_id == done.doc_id
+        assert (await reader.lookup("default", "a.md")).document is not None
+        assert [r.job.job_id for r in await reader.list_jobs(None, 10)] == ["j1"]
+        assert (await reader.get_job("j1")).job.job_id == "j1"
+
+        # A write to the writer shows on the reader within the consistency window.
+        second = await writer.upsert(upsert_request("b.md", ["gamma"], seed=2))
+        started = time.monotonic()
+
+        async def sees_second() -> bool:
+            return (await reader.lookup("default", "b.md")).document is not None
+
+        await until(sees_second)
+        assert time.monotonic() - started < CONSISTENCY_S + 2.0
+
+        # Every write to the reader is refused, and nothing changes.
+        refused = [
+            reader_http.post(
+                "/documents", json=upsert_request("c.md", ["x"]).model_dump(mode="json")
+            ),
+            reader_http.delete(f"/documents/{second.doc_id}"),
+            reader_http.put("/jobs/j2", json=job_record("j2").model_dump(mode="json")),
+            reader_http.delete("/jobs", params={"finished_before": "2030-01-01T00:00:00"}),
+            reader_http.post("/optimize"),
+        ]
+        for call in refused:
+            answer = await call
+            assert answer.status_code == 405, answer.text
+            body = answer.json()
+            assert body["error_code"] == "read_only_replica"
+            assert "INDEX_URL" in body["error"] and "INDEX_ROLE=reader" in body["error"]
+        with pytest.raises(ReadOnlyReplicaError):
+            await reader.delete(second.doc_id)
+        assert (await writer.info()).documents == 2
+        assert (await reader.get(second.doc_id)).doc_id == second.doc_id
+        with pytest.raises(NotFoundError):
+            await reader.get_job("j2")
+
+
+async def test_a_reader_writes_nothing_even_to_an_unreconciled_store(tmp_path: Path) -> None:
+    uri = tmp_path / "lancedb"
+    writer = IndexCore(settings_for(uri, "all"))
+    store = await writer.start()
+    await writer.upsert(upsert_request("a.md", ["one", "two"], seed=1))
+    await writer.save_job(job_record("j1"))
+    # A write interrupted after its pending row (step 1): the writer's recovery removes it,
+    # a reader must leave it alone.
+    pending = upsert_request("b.md", ["three"], seed=2)
+    from services.index.store.rows import document_row, dump_metadata
+
+    store.writes.stage(document_row(pending, "pending-doc", dump_metadata({})))
+    await writer.aclose()
+    before = files_of(uri)
+
+    reader = IndexCore(settings_for(uri, "reader"))
+    try:
+        rstore = await reader.start()
+        assert rstore.read_only
+        assert (await reader.list_documents(None, 10, 0)).total == 1
+        assert (await reader.info()).chunks == 2
+        await reader.list_jobs(None, 10)
+        await asyncio.to_thread(rstore.follow)
+        for write in (
+            reader.upsert(pending),
+            reader.delete("pending-doc"),
+            reader.save_job(job_record("j2")),
+            reader.delete_jobs("2030-01-01"),
+            reader.optimize(),
+        ):
+            with pytest.raises(ReadOnlyReplicaError):
+                await write
+        with pytest.raises(ReadOnlyReplicaError):
+            rstore.reconcile()
+    finally:
+        await reader.aclose()
+    assert files_of(uri) == before, "the reader wrote to the store"
+
+    # The writer, opened again, finishes the recovery the reader left alone.
+    again = IndexCore(settings_for(uri, "writer"))
+    try:
+        assert (await again.info()).documents == 1
+    finally:
+        await again.aclose()
+    assert files_of(uri) != before
+
+
+async def test_a_reader_probes_the_vector_index_the_writer_builds(tmp_path: Path) -> None:
+    uri = tmp_path / "lancedb"
+    small = {"index_vector_index_min_rows": 256}
+    writer = IndexCore(settings_for(uri, "writer", **small))
+    reader = IndexCore(settings_for(uri, "reader", **small))
+    try:
+        texts = [f"chunk number {i}" for i in range(300)]
+        await writer.upsert(upsert_request("big.md", texts, seed=3))
+        rstore = await reader.start()
+        assert rstore.state.ivf_partitions == 0
+        await writer.optimize()
+        wstore = await writer.start()
+        assert wstore.state.ivf_partitions > 0
+        await asyncio.sleep(CONSISTENCY_S)
+        await asyncio.to_thread(rstore.follow)
+        assert rstore.state.ivf_partitions == wstore.state.ivf_partitions
+        query = IndexSearchRequest(query="number", vector_b64=encode(unit_vectors(1, 3)), top_k=5)
+        assert len((await reader.search(query)).results) > 0
+    finally:
+        await reader.aclose()
+        await writer.aclose()
