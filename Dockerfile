@@ -7,10 +7,12 @@
 #
 # (`make images` or `docker compose build` builds all four.) Stages:
 #
-#   base ── deps ─┬─ tokenizer ─┬─ converter     markitdown, pdfium
-#                 │             ├─ embedder      fastembed, ONNX Runtime, the int8 model
-#                 │             └─ index         LanceDB, Arrow
-#                 └─ gateway                     the MCP SDK, httpx, git (ingest_repo)
+#   base ─┬─ deps ─┬─ tokenizer ─┬─ converter     markitdown, pdfium
+#         │        │             ├─ embedder      fastembed, ONNX Runtime, the int8 model
+#         │        │             └─ index         LanceDB, Arrow
+#         │        └─ gateway                     the MCP SDK, httpx, git (ingest_repo)
+#         └─ s3                                   not a service: the S3-compatible server
+#                                                 (ministack) of the compose `s3` profile
 #
 # Each stage installs deploy/docker/requirements/<stage>.txt: pinned and hashed versions
 # exported from uv.lock by `make lock` (the lock `make install` uses too), only what that
@@ -152,3 +154,24 @@ EXPOSE 8000
 HEALTHCHECK --interval=5s --timeout=12s --start-period=60s --retries=3 \
     CMD ["python", "/usr/local/bin/mvdb-healthcheck"]
 CMD ["python", "-m", "services.entrypoints.serve", "gateway"]
+
+# --- s3: an S3-compatible server for LANCEDB_URI=s3://... on one machine --------------------
+# Not one of the services: the compose `s3` profile runs it (docs/deploy.md). ministack,
+# S3 only, its objects on the /data volume; deploy/docker/s3server.py makes the buckets of
+# S3_BUCKETS once it answers, and is the HEALTHCHECK (S3 answers, the buckets exist).
+FROM base AS s3
+COPY deploy/docker/requirements/s3.txt /tmp/requirements.txt
+RUN pip install --no-cache-dir --no-deps --require-hashes --only-binary=:all: \
+        -r /tmp/requirements.txt \
+    && rm /tmp/requirements.txt
+COPY deploy/docker/s3server.py /usr/local/bin/mvdb-s3server
+ENV GATEWAY_PORT=4566 \
+    S3_PERSIST=1 \
+    S3_DATA_DIR=/data/s3 \
+    S3_BUCKETS=mcpvectordb
+VOLUME ["/data"]
+USER 10001:10001
+EXPOSE 4566
+HEALTHCHECK --interval=5s --timeout=12s --start-period=60s --retries=3 \
+    CMD ["python", "/usr/local/bin/mvdb-s3server", "check"]
+CMD ["python", "/usr/local/bin/mvdb-s3server"]

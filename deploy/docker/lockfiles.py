@@ -3,8 +3,9 @@ Dockerfile installs them, tests/deploy/test_lock.py checks that they are current
 
     python deploy/docker/lockfiles.py [--check] [--uv PATH]
 
-deploy/docker/images.toml says which of pyproject.toml's requirements each Dockerfile stage
-installs. For every stage this writes deploy/docker/requirements/<stage>.txt: the lines of
+deploy/docker/images.toml says which of pyproject.toml's requirements (its dependencies, the
+`model` group, and for a stage outside the services such as `s3` the `dev` extra) each
+Dockerfile stage installs. For every stage this writes deploy/docker/requirements/<stage>.txt: the lines of
 `uv export` (pinned, hashed, with environment markers) for the stage's requirements and
 everything they depend on according to uv.lock, less what the stages below it already hold.
 With `--check` nothing is written; the exit status is 1 when a file differs from what would
@@ -31,7 +32,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[2]
 IMAGES = REPO / "deploy" / "docker" / "images.toml"
 OUT = REPO / "deploy" / "docker" / "requirements"
-# What `make install` adds besides the runtime: kept out of the images.
+# The runtime and the `dev` extra, whose tools stay out of the service images: a stage takes
+# only what its own requirements need (the `s3` image: the dev extra's ministack server).
 EXPORT_ARGS = (
     "export",
     "--frozen",
@@ -41,6 +43,8 @@ EXPORT_ARGS = (
     "--no-dev",
     "--group",
     "model",
+    "--extra",
+    "dev",
     "--no-header",
     "--no-annotate",
 )
@@ -108,6 +112,13 @@ def project_requirements(pyproject: Path) -> dict[str, frozenset[str]]:
     return dict(parse_requirement(spec) for spec in specs)
 
 
+def dev_requirements(pyproject: Path) -> dict[str, frozenset[str]]:
+    """The `dev` extra's requirements -> extras: a stage may install one (no stage must)."""
+    project = tomllib.loads(pyproject.read_text())
+    specs = project["project"].get("optional-dependencies", {}).get("dev", [])
+    return dict(parse_requirement(spec) for spec in specs)
+
+
 def lock_graph(lock: Path) -> dict[str, list[dict[str, Any]]]:
     """uv.lock -> normalized name -> its [[package]] entries (one per locked version)."""
     graph: dict[str, list[dict[str, Any]]] = {}
@@ -172,12 +183,13 @@ def export_blocks(uv: str, repo: Path) -> dict[str, list[str]]:
 def render(repo: Path, uv: str) -> dict[str, str]:
     """Stage name -> the content of its requirement file."""
     stages, outside = load_stages(repo / "deploy" / "docker" / "images.toml")
-    wanted = project_requirements(repo / "pyproject.toml")
+    runtime = project_requirements(repo / "pyproject.toml")
+    wanted = {**dev_requirements(repo / "pyproject.toml"), **runtime}
     placed = [r for stage in stages.values() for r in stage.requires]
     problems = [
         f"{name} is required by pyproject.toml but installed by no stage of "
         "deploy/docker/images.toml and not listed under [outside]"
-        for name in sorted(set(wanted) - set(placed) - set(outside))
+        for name in sorted(set(runtime) - set(placed) - set(outside))
     ]
     problems += [
         f"{name} in deploy/docker/images.toml is not a requirement of pyproject.toml"

@@ -3,6 +3,11 @@
 
 `up` starts what is not already running, waits until every `/readyz` answers 200 and prints
 the MCP URLs; `down` stops them (SIGTERM, then SIGKILL after a grace period).
+
+With `INDEX_READERS=N` (default 0), `up` also starts N index readers (`INDEX_ROLE=reader`) on
+ports `INDEX_PORT+1` ... `INDEX_PORT+N` over the same `LANCEDB_URI`, runs the index as their
+writer (`INDEX_ROLE=writer`) and gives the gateway their URLs (`INDEX_READ_URLS`). `status`
+and `down` find the readers by their pid files (`index-reader-1.pid`, ...), whatever N is now.
 """
 
 from __future__ import annotations
@@ -20,19 +25,53 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+from pydantic import Field
 
 from libs.settings import CommonSettings
 
 SERVICES = ("converter", "embedder", "index", "gateway")
+READER = "index-reader-"
+
+
+class ClusterSettings(CommonSettings):
+    index_readers: int = Field(default=0, ge=0, le=32)
 
 
 def _port(settings: CommonSettings, name: str) -> int:
+    if name.startswith(READER):
+        return settings.index_port + int(name.removeprefix(READER))
     return int(getattr(settings, f"{name}_port"))
 
 
 def _url(settings: CommonSettings, name: str) -> str:
     host = settings.bind_host if settings.bind_host not in ("0.0.0.0", "::") else "127.0.0.1"
     return f"http://{host}:{_port(settings, name)}"
+
+
+def _readers(settings: ClusterSettings) -> list[str]:
+    return [f"{READER}{i}" for i in range(1, settings.index_readers + 1)]
+
+
+def _started_readers(settings: CommonSettings) -> list[str]:
+    """The readers that have a pid file, started by an `up` with any INDEX_READERS."""
+    found = (settings.var_dir / "run").glob(f"{READER}*.pid")
+    names = [path.stem for path in found if path.stem.removeprefix(READER).isdigit()]
+    return sorted(names, key=lambda name: int(name.removeprefix(READER)))
+
+
+def _service_env(settings: ClusterSettings, name: str, env: dict[str, str]) -> dict[str, str]:
+    """A process's environment: a reader listens on its own port in the reader role, the
+    index writes for the readers, the gateway reads from them."""
+    readers = _readers(settings)
+    if not readers:
+        return env
+    if name.startswith(READER):
+        return {**env, "INDEX_ROLE": "reader", "INDEX_PORT": str(_port(settings, name))}
+    if name == "index":
+        return {**env, "INDEX_ROLE": "writer"}
+    if name == "gateway":
+        return {**env, "INDEX_READ_URLS": ",".join(_url(settings, r) for r in readers)}
+    return env
 
 
 def _pid_file(settings: CommonSettings, name: str) -> Path:
@@ -76,7 +115,7 @@ def _ready(settings: CommonSettings, name: str) -> tuple[bool, str]:
     return response.status_code == 200, f"HTTP {response.status_code}"
 
 
-def up(settings: CommonSettings, wait_s: float) -> int:
+def up(settings: ClusterSettings, wait_s: float) -> int:
     (settings.var_dir / "run").mkdir(parents=True, exist_ok=True)
     (settings.var_dir / "log").mkdir(parents=True, exist_ok=True)
     env = dict(os.environ)
@@ -85,25 +124,28 @@ def up(settings: CommonSettings, wait_s: float) -> int:
     env["CONVERTER_URL"] = env.get("CONVERTER_URL", _url(settings, "converter"))
     env["EMBEDDER_URL"] = env.get("EMBEDDER_URL", _url(settings, "embedder"))
     env["INDEX_URL"] = env.get("INDEX_URL", _url(settings, "index"))
-    for name in SERVICES:
+    # The readers start before the gateway, which reads from them as soon as it is ready.
+    names = [*SERVICES[:3], *_readers(settings), SERVICES[3]]
+    for name in names:
         if _running_pid(settings, name):
             print(f"{name}: already running")
             continue
         log_path = settings.var_dir / "log" / f"{name}.log"
         with log_path.open("ab") as log:
+            service = "index" if name.startswith(READER) else name
             process = subprocess.Popen(
-                [sys.executable, "-m", "services.entrypoints.serve", name],
+                [sys.executable, "-m", "services.entrypoints.serve", service],
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
-                env=env,
+                env=_service_env(settings, name, env),
                 start_new_session=True,
             )
         _pid_file(settings, name).write_text(str(process.pid))
         print(f"{name}: started (pid {process.pid}, port {_port(settings, name)}, log {log_path})")
 
     deadline = time.monotonic() + wait_s
-    pending = list(SERVICES)
+    pending = list(names)
     while pending and time.monotonic() < deadline:
         for name in list(pending):
             if _running_pid(settings, name) is None:
@@ -130,7 +172,7 @@ def up(settings: CommonSettings, wait_s: float) -> int:
 
 
 def down(settings: CommonSettings, grace_s: float = 10.0) -> int:
-    for name in reversed(SERVICES):
+    for name in ["gateway", *reversed(_started_readers(settings)), *reversed(SERVICES[:3])]:
         pid = _running_pid(settings, name)
         if pid is None:
             _pid_file(settings, name).unlink(missing_ok=True)
@@ -154,13 +196,17 @@ def _reap(pid: int) -> None:
         os.waitpid(pid, os.WNOHANG)
 
 
-def status(settings: CommonSettings) -> int:
+def status(settings: ClusterSettings) -> int:
     code = 0
-    for name in SERVICES:
+    readers = sorted(
+        {*_readers(settings), *_started_readers(settings)},
+        key=lambda name: int(name.removeprefix(READER)),
+    )
+    for name in [*SERVICES[:3], *readers, SERVICES[3]]:
         pid = _running_pid(settings, name)
         ready, detail = _ready(settings, name)
         state = "ready" if ready else ("running, not ready" if pid else "stopped")
-        print(f"{name:10s} {state:20s} pid={pid or '-':<8} {_url(settings, name)} ({detail})")
+        print(f"{name:16s} {state:20s} pid={pid or '-':<8} {_url(settings, name)} ({detail})")
         code = code or (0 if ready else 1)
     return code
 
@@ -178,6 +224,7 @@ class LocalCluster:
     index: str
     env: dict[str, str]
     var_dir: Path
+    readers: tuple[str, ...] = ()
 
     def pid(self, service: str) -> int | None:
         try:
@@ -196,9 +243,34 @@ def _free_ports(count: int) -> list[int]:
         return [int(sock.getsockname()[1]) for sock in sockets]
 
 
-def local_env(var_dir: Path, **extra: str) -> dict[str, str]:
-    """Environment for a private cluster: free loopback ports, its own var dir and store."""
-    ports = dict(zip(SERVICES, _free_ports(len(SERVICES)), strict=True))
+def _free_run(count: int, tries: int = 50) -> int:
+    """The first of `count` consecutive free loopback ports (an index and its readers)."""
+    for _ in range(tries):
+        with contextlib.ExitStack() as held:
+            first = held.enter_context(socket.socket())
+            first.bind(("127.0.0.1", 0))
+            base = int(first.getsockname()[1])
+            if base + count > 65535:
+                continue
+            try:
+                for port in range(base + 1, base + count):
+                    held.enter_context(socket.socket()).bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return base
+    raise RuntimeError(f"found no {count} consecutive free loopback ports")
+
+
+def local_env(var_dir: Path, *, readers: int = 0, **extra: str) -> dict[str, str]:
+    """Environment for a private cluster: free loopback ports, its own var dir and store;
+    `readers` index readers on the ports after the index's."""
+    others = [name for name in SERVICES if name != "index"]
+    while True:
+        index = _free_run(1 + readers)
+        ports = dict(zip(others, _free_ports(len(others)), strict=True))
+        if not any(index <= port <= index + readers for port in ports.values()):
+            break
+    ports["index"] = index
     env = dict(os.environ)
     env.update(
         {
@@ -212,6 +284,7 @@ def local_env(var_dir: Path, **extra: str) -> dict[str, str]:
                 for name, port in ports.items()
                 if name != "gateway"
             },
+            "INDEX_READERS": str(readers),
         }
     )
     env.update(extra)
@@ -248,6 +321,10 @@ def running(env: dict[str, str], wait_s: float = 240) -> Iterator[LocalCluster]:
             index=env["INDEX_URL"],
             env=env,
             var_dir=var_dir,
+            readers=tuple(
+                f"http://127.0.0.1:{int(env['INDEX_PORT']) + i}"
+                for i in range(1, int(env.get("INDEX_READERS", "0")) + 1)
+            ),
         )
     finally:
         subprocess.run(
@@ -260,7 +337,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("command", choices=("up", "down", "status"))
     parser.add_argument("--wait", type=float, default=180.0, help="seconds to wait for ready")
     args = parser.parse_args(argv)
-    settings = CommonSettings()
+    settings = ClusterSettings()
     if args.command == "up":
         return up(settings, args.wait)
     if args.command == "down":

@@ -25,6 +25,7 @@ from libs.errors import InvalidInputError
 from libs.service_app import error_response, install_common
 from services.gateway.api import router
 from services.gateway.auth import OPEN_PATHS, BearerAuthMiddleware
+from services.gateway.consistency import ReadSessionMiddleware
 from services.gateway.hosts import HostCheckMiddleware
 from services.gateway.library import Library
 from services.gateway.oauth import TokenVerifier, verifier
@@ -146,7 +147,9 @@ def create_app(
     app.state.settings = settings
     # Each middleware added wraps the ones before: Host/Origin are checked first, then the
     # token, then the body size (a caller without a token is refused before its body is
-    # read); the telemetry that install_common adds wraps them all.
+    # read); the telemetry that install_common adds wraps them all. Innermost, the caller
+    # whose writes the HTTP routes' reads must see (services.gateway.consistency).
+    app.add_middleware(ReadSessionMiddleware)
     app.add_middleware(StreamableGuards)
     app.add_middleware(
         BodyLimitMiddleware,

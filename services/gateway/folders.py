@@ -30,6 +30,7 @@ from libs.contracts import (
 )
 from libs.errors import MvdbError, NotFoundError
 from libs.telemetry import tell_caller
+from services.gateway.consistency import reading_from_writer
 from services.gateway.pipeline import Pipeline
 from services.gateway.sources import FolderScan, scan_folder
 
@@ -150,7 +151,8 @@ class FolderIngest:
         candidates: dict[str, str] = {}
         offset = 0
         while True:
-            page = await index.list_documents(library, MAX_LIST_LIMIT, offset)
+            with reading_from_writer():  # what to delete: from the current table only
+                page = await index.list_documents(library, MAX_LIST_LIMIT, offset)
             for document in page.documents:
                 if document.source.startswith(prefix):
                     candidates[document.doc_id] = document.source

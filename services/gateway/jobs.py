@@ -41,6 +41,7 @@ from libs.contracts import (
 )
 from libs.errors import MvdbError, from_exception
 from libs.ports import IndexPort
+from services.gateway.consistency import read_session, reading_as
 from services.gateway.folders import FolderHooks
 
 log = logging.getLogger(__name__)
@@ -58,6 +59,9 @@ class _Running:
     record: JobRecord
     stop: asyncio.Event = field(default_factory=asyncio.Event)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    # The caller that submitted the job: its writes pin that caller's reads to the index
+    # writer (services.gateway.consistency); "" for a job resumed after a restart.
+    caller: str = field(default_factory=read_session.get)
 
 
 class Jobs:
@@ -197,7 +201,8 @@ class Jobs:
             if running is None:  # cancelled while queued
                 continue
             try:
-                await self._run(running)
+                with reading_as(running.caller):
+                    await self._run(running)
             finally:
                 if running.record.job.status not in ACTIVE_STATUSES:
                     self._active.pop(job_id, None)

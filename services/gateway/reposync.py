@@ -29,6 +29,7 @@ from libs.contracts import (
 )
 from libs.errors import MvdbError, NotFoundError, TooLargeError
 from libs.telemetry import tell_caller
+from services.gateway.consistency import reading_from_writer
 from services.gateway.folders import FolderHooks, Outcome, run_bounded
 from services.gateway.pipeline import Pipeline
 from services.gateway.repos import CloneLimits, checkout, conversion_name, repo_url, walk
@@ -128,7 +129,8 @@ class RepoIngest:
         newest: str | None = None
         offset = 0
         while True:
-            page = await self.pipeline.index.list_documents(library, MAX_LIST_LIMIT, offset)
+            with reading_from_writer():  # what to delete: from the current table only
+                page = await self.pipeline.index.list_documents(library, MAX_LIST_LIMIT, offset)
             for document in page.documents:
                 if document.source.startswith(prefix):
                     found[document.doc_id] = document.source

@@ -52,6 +52,12 @@ class GatewaySettings(CommonSettings):
     oauth_read_scope: str = Field(default="mcpvectordb:read", min_length=1)
     oauth_write_scope: str = Field(default="mcpvectordb:write", min_length=1)
     oauth_libraries_claim: str | None = None
+    # Index read replicas (services.gateway.replicas): off unless INDEX_READ_URLS is set.
+    index_read_urls: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    index_read_consistency_s: float = Field(default=5.0, ge=0)
+    index_read_margin_s: float = Field(default=1.0, ge=0)
+    index_read_cooldown_s: float = Field(default=10.0, gt=0)
+    index_read_timeout_s: float = Field(default=10.0, gt=0)
 
     @field_validator(
         "url_allow_hosts",
@@ -65,6 +71,26 @@ class GatewaySettings(CommonSettings):
     @classmethod
     def _comma_list(cls, value: object) -> list[str]:
         return _split(value)
+
+    @field_validator("index_read_urls", mode="before")
+    @classmethod
+    def _read_urls(cls, value: object) -> list[str]:
+        """Each reader once, as an http(s) base URL with a host and nothing after the port."""
+        urls = [url.rstrip("/") for url in _split(value)]
+        for url in urls:
+            parts = urlsplit(url)
+            if parts.scheme not in ("http", "https") or not parts.hostname or parts.query:
+                raise ValueError(
+                    f"INDEX_READ_URLS must be comma-separated base URLs of index readers such "
+                    f"as http://127.0.0.1:8004,http://127.0.0.1:8005; {url!r} is not one"
+                )
+        repeated = sorted({url for url in urls if urls.count(url) > 1})
+        if repeated:
+            raise ValueError(
+                f"INDEX_READ_URLS names {', '.join(repeated)} more than once; list each reader "
+                "once (a Service in front of several pods is one URL)"
+            )
+        return urls
 
     @field_validator("ingest_roots", mode="before")
     @classmethod

@@ -37,11 +37,14 @@ from mcp.types import (
     CallToolRequestParams,
     CallToolResult,
     EmptyResult,
+    ListResourcesResult,
     ListToolsResult,
     LoggingLevel,
     LoggingMessageNotification,
     LoggingMessageNotificationParams,
     PaginatedRequestParams,
+    ReadResourceRequestParams,
+    ReadResourceResult,
     SetLevelRequestParams,
     TextContent,
     ToolAnnotations,
@@ -55,6 +58,7 @@ from libs.contracts import TOOLS, TOOLS_BY_NAME, ErrorResult, ToolContract
 from libs.errors import MvdbError, from_exception
 from libs.telemetry import NoticeLevel, caller_notices, new_request_id, request_id_var
 from services.gateway.auth import access_of
+from services.gateway.consistency import read_session
 from services.gateway.errors import StillStarting
 from services.gateway.identity import run_tool
 from services.gateway.library import Call, Library, Progress
@@ -167,15 +171,34 @@ class LibraryServer:
                 on_list_tools=self._list_tools,
                 on_call_tool=self._call_tool,
                 on_set_logging_level=self._set_level,
-                on_list_resources=self.resources.list_resources,
+                on_list_resources=self._list_resources,
                 on_list_resource_templates=self.resources.list_templates,
-                on_read_resource=self.resources.read_resource,
+                on_read_resource=self._read_resource,
             )
 
     async def _list_tools(
         self, ctx: Context, params: PaginatedRequestParams | None
     ) -> ListToolsResult:
         return ListToolsResult(tools=list(self._tools))
+
+    # Resources read as their connection, like tool calls: read-your-writes holds for them too.
+    async def _list_resources(
+        self, ctx: Context, params: PaginatedRequestParams | None
+    ) -> ListResourcesResult:
+        session = read_session.set(_connection_of(ctx))
+        try:
+            return await self.resources.list_resources(ctx, params)
+        finally:
+            read_session.reset(session)
+
+    async def _read_resource(
+        self, ctx: Context, params: ReadResourceRequestParams
+    ) -> ReadResourceResult:
+        session = read_session.set(_connection_of(ctx))
+        try:
+            return await self.resources.read_resource(ctx, params)
+        finally:
+            read_session.reset(session)
 
     async def _set_level(self, ctx: Context, params: SetLevelRequestParams) -> EmptyResult:
         key = _connection_of(ctx)
@@ -197,6 +220,8 @@ class LibraryServer:
         # Each call is a request of its own for the logs and the services it calls, whatever
         # connection it came in on.
         request_id = request_id_var.set(new_request_id())
+        # Whose writes this call's reads must see (services.gateway.consistency).
+        session = read_session.set(_connection_of(ctx))
 
         async def notice(level: NoticeLevel, text: str) -> None:
             await self._notify(ctx, level, text)
@@ -216,6 +241,7 @@ class LibraryServer:
                 return await self.call(tool, params.arguments or {}, ctx, reporter.report)
         finally:
             caller_notices.reset(notices)
+            read_session.reset(session)
             request_id_var.reset(request_id)
 
     async def call(

@@ -7,9 +7,11 @@ rest reads its rendered output, so what is asserted is what compose would run.
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 import yaml
@@ -20,7 +22,7 @@ from services.embedder.settings import EmbedderSettings
 from services.gateway.settings import GatewaySettings
 from services.index.settings import IndexSettings
 from tests.conftest import REPO
-from tests.deploy.conftest import compose_config, compose_project, run
+from tests.deploy.conftest import compose_config, compose_project, image_env, run
 
 COMPOSE_FILE = REPO / "docker-compose.yml"
 ENV_EXAMPLE = REPO / ".env.example"
@@ -220,3 +222,57 @@ def test_the_ingest_folder_is_mounted_where_ingest_roots_points(
 def test_images_build_on_the_configured_python_base(rendered: dict[str, Any]) -> None:
     for name in SERVICES:
         assert rendered["services"][name]["build"]["args"] == {"PYTHON_IMAGE": "python:3.11-slim"}
+
+
+S3_ENV = REPO / "deploy" / "docker" / "s3.env"
+
+
+def test_the_s3_profile_runs_the_store_in_a_bucket_with_a_writer_and_readers(
+    docker_compose: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """deploy/docker/s3.env (what docs/deploy.md runs) turns on the `s3` profile: an
+    S3-compatible server built from the Dockerfile's `s3` target, private to the backend
+    network, the index as the writer of a bucket it serves, readers of the same bucket, and
+    the gateway reading from them."""
+    (tmp_path / "plain").mkdir()
+    (tmp_path / "s3").mkdir()
+    plain = compose_config(docker_compose, compose_project(tmp_path / "plain"))
+    for name in ("s3", "index-reader"):
+        assert plain["services"][name]["profiles"] == ["s3"], "opt-in only"
+    assert plain["services"]["index"]["environment"]["INDEX_ROLE"] == "all"
+    assert plain["services"]["gateway"]["environment"]["INDEX_READ_URLS"] == ""
+
+    config = compose_config(docker_compose, compose_project(tmp_path / "s3", S3_ENV.read_text()))
+    services = config["services"]
+    server = services["s3"]
+    assert server["build"]["target"] == "s3" and server["image"] == "mcpvectordb/s3:local"
+    assert re.search(r"^FROM \S+ AS s3$", (REPO / "Dockerfile").read_text(), re.MULTILINE)
+    assert set(server["networks"]) == {"backend"} and "ports" not in server
+    assert server["read_only"] is True and server["cap_drop"] == ["ALL"]
+    assert any(str(v).startswith("s3data:/data") for v in server["volumes"])
+    assert server["healthcheck"]["test"][-1] == "check"
+
+    writer = services["index"]["environment"]
+    reader = services["index-reader"]["environment"]
+    assert writer["INDEX_ROLE"] == "writer" and reader["INDEX_ROLE"] == "reader"
+    for key in ("LANCEDB_URI", "LANCEDB_STORAGE_OPTIONS", "INDEX_READ_CONSISTENCY_S"):
+        assert writer[key] == reader[key], key
+    assert services["index-reader"]["image"] == services["index"]["image"]
+    assert set(services["index-reader"]["networks"]) == {"backend"}
+    gateway = services["gateway"]["environment"]
+    assert gateway["INDEX_READ_URLS"] == "http://index-reader:8003"
+    assert gateway["INDEX_READ_CONSISTENCY_S"] == writer["INDEX_READ_CONSISTENCY_S"]
+
+    for key in list(os.environ):
+        if key.upper() in {n.upper() for cls in SETTINGS for n in cls.model_fields}:
+            monkeypatch.delenv(key)
+    for key, value in reader.items():
+        monkeypatch.setenv(key, str(value))
+    index = IndexSettings()
+    bucket = index.lancedb_uri.removeprefix("s3://").split("/")[0]
+    assert index.lancedb_uri.startswith("s3://")
+    assert bucket in server["environment"]["S3_BUCKETS"].split(",")
+    endpoint = urlsplit(index.lancedb_storage_options["endpoint"])
+    assert endpoint.hostname == "s3"
+    assert endpoint.port == int(image_env("s3")["GATEWAY_PORT"])
+    assert index.lancedb_storage_options["allow_http"] == "true"

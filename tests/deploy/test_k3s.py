@@ -9,12 +9,10 @@ a small evaluator of the policy semantics (matchLabels peers, ports, ipBlocks) i
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import os
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +35,7 @@ from tests.deploy.conftest import (
     load_all,
     run,
 )
+from tests.deploy.netpol import KUBE_DNS, PROMETHEUS, STRANGER, TRAEFIK, connects, pod
 
 Resource = dict[str, Any]
 SERVICES = {"converter": 8001, "embedder": 8002, "index": 8003, "gateway": 8000}
@@ -446,94 +445,6 @@ def _effective_outside(
 
 
 # --- network policy -----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Pod:
-    namespace: str
-    labels: dict[str, str] = field(default_factory=dict)
-
-    def __hash__(self) -> int:
-        return hash((self.namespace, tuple(sorted(self.labels.items()))))
-
-
-NAMESPACE_LABELS = {
-    ns: {"kubernetes.io/metadata.name": ns}
-    for ns in (NAMESPACE, "kube-system", "monitoring", "ingress-nginx", "other")
-}
-Target = Pod | str  # a pod, or an IP address outside the cluster
-
-
-def _pod(name: str) -> Pod:
-    return Pod(NAMESPACE, {"app.kubernetes.io/name": name})
-
-
-TRAEFIK = Pod("kube-system", {"app.kubernetes.io/name": "traefik"})
-KUBE_DNS = Pod("kube-system", {"k8s-app": "kube-dns"})
-PROMETHEUS = Pod("monitoring", {"app.kubernetes.io/name": "prometheus"})
-STRANGER = Pod("other", {"app": "anything"})
-
-
-def _selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
-    assert set(selector) <= {"matchLabels"}, "the evaluator knows matchLabels only"
-    return bool(selector.get("matchLabels", {}).items() <= labels.items())
-
-
-def _peer_matches(peer: dict[str, Any], target: Target, own_namespace: str) -> bool:
-    if "ipBlock" in peer:
-        if isinstance(target, Pod):
-            return False
-        address = ipaddress.ip_address(target)
-        block = peer["ipBlock"]
-        if address not in ipaddress.ip_network(block["cidr"]):
-            return False
-        return not any(address in ipaddress.ip_network(e) for e in block.get("except", []))
-    if not isinstance(target, Pod):
-        return False
-    if "namespaceSelector" in peer:
-        if not _selects(peer["namespaceSelector"], NAMESPACE_LABELS[target.namespace]):
-            return False
-    elif target.namespace != own_namespace:
-        return False
-    return _selects(peer.get("podSelector", {}), target.labels)
-
-
-def _allowed(
-    policies: list[Resource], direction: str, subject: Pod, peer: Target, port: int, proto: str
-) -> bool:
-    """Does the policy set let `subject` receive from (Ingress) / send to (Egress) `peer`?"""
-    if subject.namespace != NAMESPACE:
-        return True  # only our namespace has policies
-    key, peers_key = ("ingress", "from") if direction == "Ingress" else ("egress", "to")
-    selecting = [
-        p
-        for p in policies
-        if direction in p["spec"]["policyTypes"]
-        and _selects(p["spec"]["podSelector"], subject.labels)
-    ]
-    if not selecting:
-        return True
-    for policy in selecting:
-        for rule in policy["spec"].get(key, []):
-            peers = rule.get(peers_key)
-            ports = rule.get("ports")
-            peer_ok = peers is None or any(_peer_matches(p, peer, NAMESPACE) for p in peers)
-            port_ok = ports is None or any(
-                p["port"] == port and p.get("protocol", "TCP") == proto for p in ports
-            )
-            if peer_ok and port_ok:
-                return True
-    return False
-
-
-def _connects(
-    policies: list[Resource], source: Target, dest: Target, port: int, proto: str = "TCP"
-) -> bool:
-    out_ok = not isinstance(source, Pod) or _allowed(policies, "Egress", source, dest, port, proto)
-    in_ok = not isinstance(dest, Pod) or _allowed(policies, "Ingress", dest, source, port, proto)
-    return out_ok and in_ok
-
-
 @pytest.fixture(scope="module")
 def policies() -> list[Resource]:
     return [d for d in _resources() if d["kind"] == "NetworkPolicy"]
@@ -547,25 +458,25 @@ def test_default_deny_covers_every_pod_both_ways(policies: list[Resource]) -> No
 
 
 def test_only_the_gateway_reaches_the_internal_services(policies: list[Resource]) -> None:
-    gateway = _pod("gateway")
+    gateway = pod("gateway")
     for name in ("converter", "embedder", "index"):
         port = SERVICES[name]
-        assert _connects(policies, gateway, _pod(name), port), name
-        assert not _connects(policies, gateway, _pod(name), port + 100), "other ports stay shut"
+        assert connects(policies, gateway, pod(name), port), name
+        assert not connects(policies, gateway, pod(name), port + 100), "other ports stay shut"
         for other in set(SERVICES) - {name, "gateway"}:
-            assert not _connects(policies, _pod(other), _pod(name), port), (other, name)
-        assert not _connects(policies, STRANGER, _pod(name), port)
-        assert not _connects(policies, TRAEFIK, _pod(name), port)
+            assert not connects(policies, pod(other), pod(name), port), (other, name)
+        assert not connects(policies, STRANGER, pod(name), port)
+        assert not connects(policies, TRAEFIK, pod(name), port)
 
 
 def test_prometheus_scrapes_every_service(policies: list[Resource]) -> None:
     for name, port in SERVICES.items():
-        assert _connects(policies, PROMETHEUS, _pod(name), port), name
+        assert connects(policies, PROMETHEUS, pod(name), port), name
 
 
 def test_the_ingress_controller_reaches_the_gateway(policies: list[Resource]) -> None:
-    assert _connects(policies, TRAEFIK, _pod("gateway"), 8000)
-    assert not _connects(policies, STRANGER, _pod("gateway"), 8000)
+    assert connects(policies, TRAEFIK, pod("gateway"), 8000)
+    assert not connects(policies, STRANGER, pod("gateway"), 8000)
 
 
 def test_egress_internet_for_the_gateway_only_and_never_private(policies: list[Resource]) -> None:
@@ -583,16 +494,16 @@ def test_egress_internet_for_the_gateway_only_and_never_private(policies: list[R
         ),
     )
     for address in public:
-        assert _connects(policies, _pod("gateway"), address, 443), address
+        assert connects(policies, pod("gateway"), address, 443), address
     for address in private:
-        assert not _connects(policies, _pod("gateway"), address, 443), address
+        assert not connects(policies, pod("gateway"), address, 443), address
     for name in ("converter", "embedder", "index"):
         for address in (*public, *private):
-            assert not _connects(policies, _pod(name), address, 443), (name, address)
+            assert not connects(policies, pod(name), address, 443), (name, address)
 
 
 def test_dns_only_where_needed(policies: list[Resource]) -> None:
-    assert _connects(policies, _pod("gateway"), KUBE_DNS, 53, "UDP")
-    assert _connects(policies, _pod("gateway"), KUBE_DNS, 53, "TCP")
+    assert connects(policies, pod("gateway"), KUBE_DNS, 53, "UDP")
+    assert connects(policies, pod("gateway"), KUBE_DNS, 53, "TCP")
     for name in ("converter", "embedder", "index"):
-        assert not _connects(policies, _pod(name), KUBE_DNS, 53, "UDP"), name
+        assert not connects(policies, pod(name), KUBE_DNS, 53, "UDP"), name
