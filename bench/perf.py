@@ -14,7 +14,10 @@
    vector space keeps a realistic shape.
 4. Memory: peak RSS per service (process tree) sampled during the ingests.
 5. The approximate vector index: recall@10 of vector search against exact search computed
-   here with numpy over every stored vector.
+   here with numpy over every stored vector (in blocks).
+
+The corpora and the bulk load are in `bench.perf_corpus`, the measures in
+`bench.perf_measure`; a million chunks is `bench.scale`, object storage `bench.scale_s3`.
 """
 
 from __future__ import annotations

@@ -226,7 +226,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
         def cluster_env(readers: int) -> dict[str, str]:
             var = workdir / f"var-{readers}"
-            return local_env(var, LOG_LEVEL="WARNING", INDEX_READERS=str(readers), **store)
+            return {**local_env(var, readers=readers, LOG_LEVEL="WARNING"), **store}
 
         with running(cluster_env(0)) as cluster:
             took = bulk_load(
