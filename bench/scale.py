@@ -51,14 +51,15 @@ from services.entrypoints.cluster import LocalCluster, local_env, running
 DEFAULT_VAR = Path("var/bench/scale")
 
 
-def base_material(var: Path) -> tuple[list[str], np.ndarray, list[int]]:
-    """Chunk texts of 200 prose documents, their embeddings and token counts, computed once."""
+def base_material(var: Path, docs: int = 200) -> tuple[list[str], np.ndarray, list[int]]:
+    """Chunk texts of `docs` prose documents, their embeddings and token counts, computed once
+    (a later call reuses them, whatever `docs` it asks)."""
     from libs.modelfiles import count_tokens
 
     path = var / "base.npz"
     if not path.is_file():
         folder = var / "base-prose"
-        write_folder(folder, prose_documents(200, 1500))
+        write_folder(folder, prose_documents(docs, 1500))
         with running(local_env(var / "base-cluster", LOG_LEVEL="WARNING")) as cluster:
             texts = chunk_texts(cluster, folder)
         _, vectors = raw_fastembed(texts, 32)
@@ -73,9 +74,11 @@ def base_material(var: Path) -> tuple[list[str], np.ndarray, list[int]]:
     return texts, saved["vectors"].astype(np.float32), [int(n) for n in saved["tokens"]]
 
 
-def build(var: Path, target: int, name: str, env: dict[str, str]) -> dict[str, Any]:
+def build(
+    var: Path, target: int, name: str, env: dict[str, str], base_docs: int = 200
+) -> dict[str, Any]:
     """Top the table `var/name` up to `target` chunks, then fold everything into the indexes."""
-    texts, vectors, tokens = base_material(var)
+    texts, vectors, tokens = base_material(var, base_docs)
     rng = np.random.default_rng(int(time.time()))
     cluster_env = local_env(var / name, LOG_LEVEL="INFO")
     cluster_env.update(env)
@@ -160,7 +163,7 @@ def alternate_ingests(
 
 def measure(args: argparse.Namespace) -> dict[str, Any]:
     var: Path = args.var
-    texts, vectors, tokens = base_material(var)
+    texts, vectors, tokens = base_material(var, args.base_docs)
     report: dict[str, Any] = {"load_avg_before": load_avg()}
     small_var = var / "small"
     with running(local_env(small_var, LOG_LEVEL="WARNING")) as small:
@@ -211,6 +214,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--var", type=Path, default=DEFAULT_VAR)
     parser.add_argument("--target", type=int, default=1_000_000)
     parser.add_argument("--name", default="large")
+    parser.add_argument("--base-docs", type=int, default=200, help="prose documents of the base")
     parser.add_argument("--small", type=int, default=10_000, help="chunks of the small table")
     parser.add_argument("--queries", type=int, default=150)
     parser.add_argument("--recall-queries", type=int, default=100)
@@ -227,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     if args.command == "build":
-        report = build(args.var, args.target, args.name, dict(args.env))
+        report = build(args.var, args.target, args.name, dict(args.env), args.base_docs)
     else:
         report = measure(args)
         args.json.parent.mkdir(parents=True, exist_ok=True)
