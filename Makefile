@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed-stamp
 UV_VERSION := 0.13.9
 
 .DEFAULT_GOAL := help
-.PHONY: help install lock ts-client oauth-harness sync-client fmt lint typecheck test test-unit test-integration test-e2e up down status logs bench bench-quality bench-perf bench-load clean
+.PHONY: help install lock ts-client oauth-harness sync-client fmt lint typecheck test test-unit test-integration test-e2e up down status logs bench bench-quality bench-perf bench-load bench-scale bench-scale-s3 clean
 
 help: ## List the targets
 	@grep -hE '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -98,8 +98,9 @@ bench: bench-quality bench-perf bench-load ## Run every benchmark (slow; not par
 bench-quality: install ## Retrieval quality on a BEIR set (DATASET=path, default shared SciFact)
 	$(PY) -m bench.quality $(or $(DATASET),../shared/data/retrieval/scifact)
 
-bench-perf: install ## Throughput, growth, search latency at 10k/100k chunks, memory, ANN recall (PERF_ARGS=...)
+bench-perf: install ## Throughput, growth, search latency at 10k/100k chunks, memory, ANN recall (PERF_ARGS=...), then bench-scale (1M chunks)
 	$(PY) -m bench.perf $(PERF_ARGS)
+	$(MAKE) bench-scale
 
 clean: down ## Remove the environment and local data
 	rm -rf $(VENV) var

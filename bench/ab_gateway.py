@@ -34,16 +34,15 @@ import httpx
 import numpy as np
 
 from bench.beir import load
-from bench.perf import (
+from bench.perf_corpus import (
     SCIFACT,
     bulk_load,
     chunk_texts,
-    ingest_folder,
-    percentile,
     prose_documents,
     raw_fastembed,
     write_folder,
 )
+from bench.perf_measure import ingest_folder, percentile
 from services.entrypoints.cluster import local_env, running
 
 

@@ -5,3 +5,10 @@ bench-load: install ## Load: 20 MCP SSE sessions searching while a folder ingest
 
 bench-sync: install ## Folder sync: time and bytes of a pass over 1,000 unchanged files (SYNC_ARGS="--files 1000")
 	$(PY) -m bench.sync $(SYNC_ARGS)
+
+bench-scale: install ## A million chunks: build the table once under var/bench/scale (nice), then measure (SCALE_ARGS=...)
+	nice -n 10 $(PY) -m bench.scale build $(SCALE_BUILD_ARGS)
+	$(PY) -m bench.scale measure $(SCALE_ARGS)
+
+bench-scale-s3: install ## The index on a local S3 server (ministack): warm search, a cold reader, searches/s with 0-2 readers (S3_ARGS=...)
+	$(PY) -m bench.scale_s3 $(S3_ARGS)

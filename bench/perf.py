@@ -14,7 +14,10 @@
    vector space keeps a realistic shape.
 4. Memory: peak RSS per service (process tree) sampled during the ingests.
 5. The approximate vector index: recall@10 of vector search against exact search computed
-   here with numpy over every stored vector.
+   here with numpy over every stored vector (in blocks).
+
+The corpora and the bulk load are in `bench.perf_corpus`, the measures in
+`bench.perf_measure`; a million chunks is `bench.scale`, object storage `bench.scale_s3`.
 """
 
 from __future__ import annotations
@@ -25,10 +28,6 @@ import json
 import os
 import sys
 import tempfile
-import threading
-import time
-import uuid
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -36,307 +35,23 @@ import httpx
 import numpy as np
 
 from bench.beir import load
-from services.entrypoints.cluster import LocalCluster, local_env, running
-
-REPO = Path(__file__).resolve().parents[1]
-SCIFACT = REPO.parent / "shared" / "data" / "retrieval" / "scifact"
-
-
-# ------------------------------------------------------------------------ corpora
-
-
-def prose_documents(count: int, words: int, offset: int = 0) -> list[tuple[str, str]]:
-    """Documents of about `words` words made of consecutive SciFact abstracts."""
-    corpus = list(load(SCIFACT).corpus.values())
-    docs: list[tuple[str, str]] = []
-    i = offset
-    while len(docs) < count:
-        parts: list[str] = []
-        title = corpus[i % len(corpus)][0]
-        total = 0
-        while total < words:
-            t, text = corpus[i % len(corpus)]
-            parts.append(f"## {t}\n\n{text}")
-            total += len(text.split())
-            i += 1
-        docs.append((title, "\n\n".join(parts)))
-    return docs
-
-
-def write_folder(folder: Path, docs: list[tuple[str, str]]) -> None:
-    folder.mkdir(parents=True, exist_ok=True)
-    for n, (title, body) in enumerate(docs):
-        (folder / f"doc-{n:05d}.md").write_text(f"# {title}\n\n{body}\n", encoding="utf-8")
-
-
-# ------------------------------------------------------------------------- memory
-
-
-def _tree(pid: int) -> list[int]:
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(entry.name))
-    out, stack = [], [pid]
-    while stack:
-        p = stack.pop()
-        out.append(p)
-        stack.extend(children.get(p, []))
-    return out
-
-
-def _rss_mb(pid: int) -> float:
-    try:
-        text = Path(f"/proc/{pid}/status").read_text()
-    except OSError:
-        return 0.0
-    for line in text.splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
-
-
-@dataclass
-class MemorySampler:
-    cluster: LocalCluster
-    peaks: dict[str, float] = field(default_factory=dict)
-    peak_total: float = 0.0
-    _stop: threading.Event = field(default_factory=threading.Event)
-
-    def __enter__(self) -> MemorySampler:
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            total = 0.0
-            for name in ("converter", "embedder", "index", "gateway"):
-                pid = self.cluster.pid(name)
-                if pid is None:
-                    continue
-                rss = sum(_rss_mb(p) for p in _tree(pid))
-                total += rss
-                self.peaks[name] = max(self.peaks.get(name, 0.0), rss)
-            self.peak_total = max(self.peak_total, total)
-            self._stop.wait(0.25)
-
-
-# ------------------------------------------------------------------------ measures
-
-
-def ingest_folder(
-    cluster: LocalCluster, folder: Path, library: str
-) -> tuple[float, dict[str, Any]]:
-    started = time.perf_counter()
-    response = httpx.post(
-        cluster.gateway + "/ingest_folder",
-        json={"folder": str(folder), "library": library, "max_concurrency": 4},
-        timeout=None,
-    )
-    elapsed = time.perf_counter() - started
-    response.raise_for_status()
-    body = response.json()
-    if body["failed"]:
-        raise RuntimeError(f"ingest failures: {body['errors'][:3]}")
-    return elapsed, body
-
-
-def chunk_texts(cluster: LocalCluster, folder: Path) -> list[str]:
-    texts: list[str] = []
-    with httpx.Client(timeout=120) as client:
-        for path in sorted(folder.glob("*.md")):
-            result = client.post(
-                cluster.converter + "/convert",
-                params={"filename": path.name},
-                content=path.read_bytes(),
-            ).json()
-            texts.extend(c["text"] for c in result["chunks"])
-    return texts
-
-
-def raw_fastembed(texts: list[str], batch_size: int) -> tuple[float, np.ndarray]:
-    """fastembed directly on the bundled model: no service, no HTTP, texts as given."""
-    from fastembed import TextEmbedding
-
-    from libs.modelfiles import assemble_bundled_model
-
-    folder = assemble_bundled_model(Path(tempfile.mkdtemp(prefix="mvdb-raw-")))
-    model = TextEmbedding(
-        model_name="sentence-transformers/all-MiniLM-L6-v2", specific_model_path=str(folder)
-    )
-    list(model.embed(texts[:8], batch_size=batch_size))  # warm-up
-    started = time.perf_counter()
-    vectors = np.stack(list(model.embed(texts, batch_size=batch_size)))
-    return len(texts) / (time.perf_counter() - started), vectors
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
-
-
-async def mcp_latencies(
-    cluster: LocalCluster, queries: list[str], warmup: list[str]
-) -> dict[str, float]:
-    from mcp import ClientSession
-    from mcp.client.sse import sse_client
-
-    async with (
-        sse_client(cluster.gateway + "/sse", timeout=30, sse_read_timeout=600) as (read, write),
-        ClientSession(read, write) as session,
-    ):
-        await session.initialize()
-        # Warm up on other queries than those measured: a running server has seen searches
-        # before, but not these ones.
-        for q in warmup:
-            await session.call_tool("search", {"query": q, "top_k": 10})
-        search: list[float] = []
-        for q in queries:
-            t0 = time.perf_counter()
-            result = await session.call_tool("search", {"query": q, "top_k": 10})
-            search.append(time.perf_counter() - t0)
-            assert not result.is_error and (result.structured_content or {}).get("results")
-        listing: list[float] = []
-        libraries: list[float] = []
-        for _ in range(50):
-            t0 = time.perf_counter()
-            await session.call_tool("list_documents", {"limit": 20})
-            listing.append(time.perf_counter() - t0)
-            t0 = time.perf_counter()
-            await session.call_tool("list_libraries", {})
-            libraries.append(time.perf_counter() - t0)
-    return {
-        "search_p50_ms": 1000 * percentile(search, 0.5),
-        "search_p95_ms": 1000 * percentile(search, 0.95),
-        "list_documents_p50_ms": 1000 * percentile(listing, 0.5),
-        "list_libraries_p50_ms": 1000 * percentile(libraries, 0.5),
-        "queries": len(search),
-    }
-
-
-def hop_latencies(cluster: LocalCluster, queries: list[str]) -> dict[str, float]:
-    """Where a search's time goes: the embedder and the index called directly, one after the
-    other as the gateway does, then the index alone with the same vectors back to back."""
-    embed: list[float] = []
-    index_after: list[float] = []
-    vectors: list[str] = []
-    with httpx.Client(timeout=60) as client:
-
-        def search(q: str, vector: str) -> None:
-            body = {"query": q, "vector_b64": vector, "top_k": 10}
-            client.post(cluster.index + "/search", json=body).raise_for_status()
-
-        for q in queries:
-            t0 = time.perf_counter()
-            reply = client.post(cluster.embedder + "/embed", json={"texts": [q], "kind": "query"})
-            t1 = time.perf_counter()
-            vector = reply.json()["vectors_b64"]
-            search(q, vector)
-            embed.append(t1 - t0)
-            index_after.append(time.perf_counter() - t1)
-            vectors.append(vector)
-        index_alone: list[float] = []
-        for q, vector in zip(queries, vectors, strict=True):
-            t0 = time.perf_counter()
-            search(q, vector)
-            index_alone.append(time.perf_counter() - t0)
-    return {
-        "embed_query_p50_ms": 1000 * percentile(embed, 0.5),
-        "index_search_after_embed_p50_ms": 1000 * percentile(index_after, 0.5),
-        "index_search_back_to_back_p50_ms": 1000 * percentile(index_alone, 0.5),
-    }
-
-
-def index_counts(cluster: LocalCluster) -> dict[str, Any]:
-    info: dict[str, Any] = httpx.get(cluster.index + "/info", timeout=30).json()
-    return info
-
-
-def bulk_load(
-    cluster: LocalCluster,
-    target_chunks: int,
-    texts: list[str],
-    vectors: np.ndarray,
-    rng: np.random.Generator,
-    per_doc: int = 500,
-) -> float:
-    from libs.vectors import encode
-
-    have = int(index_counts(cluster)["chunks"])
-    started = time.perf_counter()
-    with httpx.Client(timeout=300) as client:
-        while have < target_chunks:
-            n = min(per_doc, target_chunks - have)
-            picks = rng.integers(0, len(texts), n)
-            noisy = vectors[picks] + rng.normal(0, 0.02, (n, vectors.shape[1])).astype(np.float32)
-            noisy /= np.linalg.norm(noisy, axis=1, keepdims=True)
-            body = {
-                "document": {
-                    "source": f"bulk/{uuid.uuid4().hex}",
-                    "library": "bulk",
-                    "title": "bulk",
-                    "file_type": "md",
-                    "content_hash": uuid.uuid4().hex,
-                    "last_modified": "2026-01-01T00:00:00+00:00",
-                    "metadata": {},
-                    "markdown": "bulk",
-                },
-                "chunks": [
-                    {
-                        "chunk_index": i,
-                        "text": texts[p],
-                        "page": 0,
-                        "headings": [],
-                        "token_count": 0,
-                    }
-                    for i, p in enumerate(picks)
-                ],
-                "model": "sentence-transformers/all-MiniLM-L6-v2",
-                "dim": int(vectors.shape[1]),
-                "vectors_b64": encode(noisy.astype(np.float32)),
-            }
-            client.post(cluster.index + "/documents", json=body).raise_for_status()
-            have += n
-    return time.perf_counter() - started
-
-
-def ann_recall(cluster: LocalCluster, queries: np.ndarray, k: int = 10) -> dict[str, Any]:
-    """Vector-mode results of the index service against exact top-k over every stored vector."""
-    import lancedb
-
-    from libs.vectors import encode
-
-    db = lancedb.connect(cluster.env["LANCEDB_URI"])
-    table = db.open_table("chunks").to_arrow().select(["doc_id", "chunk_index", "vector"])
-    keys = list(
-        zip(
-            table.column("doc_id").to_pylist(), table.column("chunk_index").to_pylist(), strict=True
-        )
-    )
-    matrix = np.stack(table.column("vector").to_numpy(zero_copy_only=False)).astype(np.float32)
-    hits = 0
-    with httpx.Client(timeout=60) as client:
-        for q in queries:
-            exact = np.argsort(-(matrix @ q))[:k]
-            truth = {keys[i] for i in exact}
-            got = client.post(
-                cluster.index + "/search",
-                json={"query": "", "vector_b64": encode(q[None, :]), "top_k": k, "mode": "vector"},
-            ).json()["results"]
-            hits += len(truth & {(r["doc_id"], r["chunk_index"]) for r in got})
-    return {"recall_at_10": hits / (k * len(queries)), "rows": len(keys), "queries": len(queries)}
-
-
-# ---------------------------------------------------------------------------- main
+from bench.perf_corpus import (
+    SCIFACT,
+    bulk_load,
+    chunk_texts,
+    prose_documents,
+    raw_fastembed,
+    write_folder,
+)
+from bench.perf_measure import (
+    MemorySampler,
+    ann_recall,
+    hop_latencies,
+    index_counts,
+    ingest_folder,
+    mcp_latencies,
+)
+from services.entrypoints.cluster import local_env, running
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:

@@ -1,0 +1,226 @@
+"""What `bench.perf` and `bench.scale` measure on a running cluster: peak memory per service,
+folder ingests, MCP latencies, the hops of a search, and the recall of the approximate vector
+index against exact search."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+
+from services.entrypoints.cluster import LocalCluster
+
+
+def _tree(pid: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry.name))
+    out, stack = [], [pid]
+    while stack:
+        p = stack.pop()
+        out.append(p)
+        stack.extend(children.get(p, []))
+    return out
+
+
+def _rss_mb(pid: int) -> float:
+    try:
+        text = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return 0.0
+    for line in text.splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+@dataclass
+class MemorySampler:
+    cluster: LocalCluster
+    peaks: dict[str, float] = field(default_factory=dict)
+    peak_total: float = 0.0
+    _stop: threading.Event = field(default_factory=threading.Event)
+
+    def __enter__(self) -> MemorySampler:
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            total = 0.0
+            for name in ("converter", "embedder", "index", "gateway"):
+                pid = self.cluster.pid(name)
+                if pid is None:
+                    continue
+                rss = sum(_rss_mb(p) for p in _tree(pid))
+                total += rss
+                self.peaks[name] = max(self.peaks.get(name, 0.0), rss)
+            self.peak_total = max(self.peak_total, total)
+            self._stop.wait(0.25)
+
+
+def ingest_folder(
+    cluster: LocalCluster, folder: Path, library: str
+) -> tuple[float, dict[str, Any]]:
+    started = time.perf_counter()
+    response = httpx.post(
+        cluster.gateway + "/ingest_folder",
+        json={"folder": str(folder), "library": library, "max_concurrency": 4},
+        timeout=None,
+    )
+    elapsed = time.perf_counter() - started
+    response.raise_for_status()
+    body = response.json()
+    if body["failed"]:
+        raise RuntimeError(f"ingest failures: {body['errors'][:3]}")
+    return elapsed, body
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+async def mcp_latencies(
+    cluster: LocalCluster, queries: list[str], warmup: list[str]
+) -> dict[str, float]:
+    from mcp import ClientSession
+    from mcp.client.sse import sse_client
+
+    async with (
+        sse_client(cluster.gateway + "/sse", timeout=30, sse_read_timeout=600) as (read, write),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        # Warm up on other queries than those measured: a running server has seen searches
+        # before, but not these ones.
+        for q in warmup:
+            await session.call_tool("search", {"query": q, "top_k": 10})
+        search: list[float] = []
+        for q in queries:
+            t0 = time.perf_counter()
+            result = await session.call_tool("search", {"query": q, "top_k": 10})
+            search.append(time.perf_counter() - t0)
+            assert not result.is_error and (result.structured_content or {}).get("results")
+        listing: list[float] = []
+        libraries: list[float] = []
+        for _ in range(50):
+            t0 = time.perf_counter()
+            await session.call_tool("list_documents", {"limit": 20})
+            listing.append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            await session.call_tool("list_libraries", {})
+            libraries.append(time.perf_counter() - t0)
+    return {
+        "search_p50_ms": 1000 * percentile(search, 0.5),
+        "search_p95_ms": 1000 * percentile(search, 0.95),
+        "list_documents_p50_ms": 1000 * percentile(listing, 0.5),
+        "list_libraries_p50_ms": 1000 * percentile(libraries, 0.5),
+        "queries": len(search),
+    }
+
+
+def hop_latencies(cluster: LocalCluster, queries: list[str]) -> dict[str, float]:
+    """Where a search's time goes: the embedder and the index called directly, one after the
+    other as the gateway does, then the index alone with the same vectors back to back."""
+    embed: list[float] = []
+    index_after: list[float] = []
+    vectors: list[str] = []
+    with httpx.Client(timeout=60) as client:
+
+        def search(q: str, vector: str) -> None:
+            body = {"query": q, "vector_b64": vector, "top_k": 10}
+            client.post(cluster.index + "/search", json=body).raise_for_status()
+
+        for q in queries:
+            t0 = time.perf_counter()
+            reply = client.post(cluster.embedder + "/embed", json={"texts": [q], "kind": "query"})
+            t1 = time.perf_counter()
+            vector = reply.json()["vectors_b64"]
+            search(q, vector)
+            embed.append(t1 - t0)
+            index_after.append(time.perf_counter() - t1)
+            vectors.append(vector)
+        index_alone: list[float] = []
+        for q, vector in zip(queries, vectors, strict=True):
+            t0 = time.perf_counter()
+            search(q, vector)
+            index_alone.append(time.perf_counter() - t0)
+    return {
+        "embed_query_p50_ms": 1000 * percentile(embed, 0.5),
+        "index_search_after_embed_p50_ms": 1000 * percentile(index_after, 0.5),
+        "index_search_back_to_back_p50_ms": 1000 * percentile(index_alone, 0.5),
+    }
+
+
+def index_counts(cluster: LocalCluster) -> dict[str, Any]:
+    info: dict[str, Any] = httpx.get(cluster.index + "/info", timeout=30).json()
+    return info
+
+
+def exact_top_k(
+    uri: str,
+    queries: np.ndarray,
+    k: int = 10,
+    block: int = 65_536,
+    storage_options: dict[str, str] | None = None,
+) -> tuple[list[set[tuple[str, int]]], int]:
+    """Exact top-k by cosine (the stored vectors are normalised) over every stored vector,
+    read in blocks so that a table of a million rows never sits in memory whole."""
+    import lancedb
+
+    table = lancedb.connect(uri, storage_options=storage_options).open_table("chunks")
+    scan = table.search().select(["doc_id", "chunk_index", "vector"]).limit(None)
+    best_scores = np.full((len(queries), k), -np.inf, np.float32)
+    best_keys: list[list[tuple[str, int]]] = [[("", -1)] * k for _ in queries]
+    rows = 0
+    for batch in scan.to_batches(block):
+        n = batch.num_rows
+        flat = batch.column("vector").values.to_numpy(zero_copy_only=False)
+        matrix = flat.reshape(n, -1).astype(np.float32, copy=False)
+        scores = queries @ matrix.T  # (queries, n)
+        doc_ids = batch.column("doc_id").to_pylist()
+        chunk_indexes = batch.column("chunk_index").to_pylist()
+        take = min(k, n)
+        top = np.argpartition(-scores, take - 1, axis=1)[:, :take]
+        for qi in range(len(queries)):
+            merged = [
+                *zip(best_scores[qi].tolist(), best_keys[qi], strict=True),
+                *((float(scores[qi, j]), (doc_ids[j], chunk_indexes[j])) for j in top[qi]),
+            ]
+            merged.sort(key=lambda item: -item[0])
+            best_scores[qi] = [score for score, _ in merged[:k]]
+            best_keys[qi] = [key for _, key in merged[:k]]
+        rows += n
+    return [set(keys) for keys in best_keys], rows
+
+
+def ann_recall(cluster: LocalCluster, queries: np.ndarray, k: int = 10) -> dict[str, Any]:
+    """Vector-mode results of the index service against exact top-k over every stored vector."""
+    from libs.vectors import encode
+
+    truths, rows = exact_top_k(cluster.env["LANCEDB_URI"], queries.astype(np.float32), k)
+    hits = 0
+    with httpx.Client(timeout=60) as client:
+        for q, truth in zip(queries, truths, strict=True):
+            got = client.post(
+                cluster.index + "/search",
+                json={"query": "", "vector_b64": encode(q[None, :]), "top_k": k, "mode": "vector"},
+            ).json()["results"]
+            hits += len(truth & {(r["doc_id"], r["chunk_index"]) for r in got})
+    return {"recall_at_10": hits / (k * len(queries)), "rows": rows, "queries": len(queries)}

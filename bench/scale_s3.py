@@ -1,0 +1,276 @@
+"""The index on object storage, measured (`make bench-scale-s3`).
+
+    python -m bench.scale_s3 [--chunks 100000] [--json var/bench/scale-s3.json]
+
+A local S3-compatible server (`ministack`, on 127.0.0.1, its data in memory) holds the store:
+`LANCEDB_URI=s3://bucket/prefix`, `LANCEDB_STORAGE_OPTIONS` with its endpoint. The table is
+topped up through the index service's own API as in `bench.perf` (real chunk texts, their
+embeddings plus small noise), then, on clusters started like `make up`:
+
+1. warm search p50/p95 through MCP (the writer alone serving);
+2. a cold reader's time to first answer: an index process started with `INDEX_ROLE=reader`
+   on the table, from its start to its first `POST /search` answered, and to `/readyz`;
+3. searches/s with `INDEX_READERS` 0, 1 and 2: concurrent MCP sessions searching for a fixed
+   time, with the CPU seconds each process spent per search, so that a limit of the machine
+   (two cores) shows as such.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+
+from bench.beir import load
+from bench.perf_corpus import SCIFACT, bulk_load
+from bench.perf_measure import mcp_latencies, percentile
+from bench.scale import DEFAULT_VAR, base_material, load_avg
+from libs.vectors import encode
+from services.entrypoints.cluster import LocalCluster, local_env, running
+
+# ministack does not check credentials; they only have to be there.
+KEYS = {"aws_access_key_id": "AKIABENCHSCALE00001", "aws_secret_access_key": "bench-secret-key"}
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextlib.contextmanager
+def s3_server(workdir: Path) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """ministack on a free loopback port, stopped on exit."""
+    port = _free_port()
+    env = {**os.environ, "BIND_HOST": "127.0.0.1", "GATEWAY_PORT": str(port)}
+    env.update({"SERVICES": "s3", "LOG_LEVEL": "WARNING", "TMPDIR": str(workdir)})
+    with (workdir / "ministack.log").open("wb") as log:
+        process = subprocess.Popen(
+            [str(Path(sys.executable).with_name("ministack"))],
+            env=env,
+            cwd=workdir,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    endpoint = f"http://127.0.0.1:{port}"
+    try:
+        _wait(endpoint + "/", process)
+        yield endpoint, process
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+def _wait(url: str, process: subprocess.Popen[bytes], limit_s: float = 120) -> float:
+    started = time.perf_counter()
+    while time.perf_counter() - started < limit_s:
+        if process.poll() is not None:
+            raise RuntimeError(f"process {process.pid} exited with {process.returncode}")
+        with contextlib.suppress(httpx.HTTPError):
+            if httpx.get(url, timeout=2).status_code < 500:
+                return time.perf_counter() - started
+        time.sleep(0.05)
+    raise RuntimeError(f"{url} did not answer within {limit_s} s")
+
+
+def store_env(endpoint: str) -> dict[str, str]:
+    bucket = f"bench-{uuid.uuid4().hex[:8]}"
+    httpx.put(f"{endpoint}/{bucket}", timeout=30).raise_for_status()
+    options = {"endpoint": endpoint, "region": "us-east-1", "allow_http": "true", **KEYS}
+    return {"LANCEDB_URI": f"s3://{bucket}/store", "LANCEDB_STORAGE_OPTIONS": json.dumps(options)}
+
+
+def cold_reader(store: dict[str, str], workdir: Path, vector: np.ndarray) -> dict[str, float]:
+    """An index reader started on the table: seconds to /readyz and to its first search."""
+    port = _free_port()
+    env = {**os.environ, **store, "BIND_HOST": "127.0.0.1", "INDEX_PORT": str(port)}
+    env.update({"INDEX_ROLE": "reader", "LOG_LEVEL": "WARNING", "VAR_DIR": str(workdir)})
+    url = f"http://127.0.0.1:{port}"
+    body = {"query": "", "vector_b64": encode(vector[None, :]), "top_k": 10, "mode": "hybrid"}
+    with (workdir / f"reader-{port}.log").open("wb") as log:
+        started = time.perf_counter()
+        process = subprocess.Popen(
+            [sys.executable, "-m", "services.entrypoints.serve", "index"],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        ready = _wait(url + "/readyz", process)
+        with httpx.Client(timeout=120) as client:
+            while True:
+                with contextlib.suppress(httpx.HTTPError):
+                    answer = client.post(url + "/search", json=body)
+                    if answer.status_code == 200 and answer.json()["results"]:
+                        break
+                time.sleep(0.05)
+            first = time.perf_counter() - started
+            t0 = time.perf_counter()
+            client.post(url + "/search", json=body).raise_for_status()
+            second = time.perf_counter() - t0
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+    return {
+        "ready_s": round(ready, 2),
+        "first_search_s": round(first, 2),
+        "next_search_ms": round(1000 * second, 1),
+    }
+
+
+def _cpu_s(pid: int | None) -> float:
+    if pid is None:
+        return 0.0
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12]) + int(fields[13]) + int(fields[14])) / os.sysconf(
+        "SC_CLK_TCK"
+    )
+
+
+async def _throughput(
+    cluster: LocalCluster, queries: list[str], sessions: int, seconds: float
+) -> list[float]:
+    from mcp import ClientSession
+    from mcp.client.sse import sse_client
+
+    done: list[float] = []
+
+    async def one(n: int) -> None:
+        async with (
+            sse_client(cluster.gateway + "/sse", timeout=30, sse_read_timeout=600) as (rd, wr),
+            ClientSession(rd, wr) as session,
+        ):
+            await session.initialize()
+            await ready.wait()
+            i = n
+            while time.perf_counter() < deadline:
+                t0 = time.perf_counter()
+                result = await session.call_tool(
+                    "search", {"query": queries[i % len(queries)], "top_k": 10}
+                )
+                if result.is_error:
+                    raise RuntimeError(f"search failed: {result.content}")
+                done.append(time.perf_counter() - t0)
+                i += sessions
+
+    ready = asyncio.Event()
+    deadline = float("inf")
+    tasks = [asyncio.create_task(one(n)) for n in range(sessions)]
+    await asyncio.sleep(3)  # sessions open
+    deadline = time.perf_counter() + seconds
+    ready.set()
+    await asyncio.gather(*tasks)
+    return done
+
+
+def throughput(
+    cluster: LocalCluster,
+    readers: int,
+    queries: list[str],
+    sessions: int,
+    seconds: float,
+    server_pid: int,
+) -> dict[str, Any]:
+    names = [
+        "converter",
+        "embedder",
+        "index",
+        "gateway",
+        *(f"index-reader-{i + 1}" for i in range(readers)),
+    ]
+    pids = {name: cluster.pid(name) for name in names} | {"s3_server": server_pid}
+    before = {name: _cpu_s(pid) for name, pid in pids.items()}
+    started = time.perf_counter()
+    latencies = asyncio.run(_throughput(cluster, queries, sessions, seconds))
+    wall = time.perf_counter() - started
+    cpu = {name: _cpu_s(pid) - before[name] for name, pid in pids.items()}
+    count = len(latencies)
+    return {
+        "readers": readers,
+        "sessions": sessions,
+        "searches": count,
+        "searches_per_s": round(count / seconds, 1),
+        "p50_ms": round(1000 * percentile(latencies, 0.5), 1),
+        "p95_ms": round(1000 * percentile(latencies, 0.95), 1),
+        "cpu_ms_per_search": {name: round(1000 * s / max(count, 1), 1) for name, s in cpu.items()},
+        "cpu_busy_share": round(sum(cpu.values()) / (wall * (os.cpu_count() or 1)), 2),
+        "load_avg": load_avg(),
+    }
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    texts, vectors, tokens = base_material(args.var)
+    workdir = Path(tempfile.mkdtemp(prefix="mvdb-s3-"))
+    all_queries = list(load(SCIFACT).queries.values())
+    queries, warmup = all_queries[: args.queries], all_queries[args.queries : args.queries + 50]
+    report: dict[str, Any] = {"cores": os.cpu_count(), "load_avg_before": load_avg()}
+    with s3_server(workdir) as (endpoint, server):
+        store = store_env(endpoint)
+
+        def cluster_env(readers: int) -> dict[str, str]:
+            var = workdir / f"var-{readers}"
+            return {**local_env(var, readers=readers, LOG_LEVEL="WARNING"), **store}
+
+        with running(cluster_env(0)) as cluster:
+            took = bulk_load(
+                cluster, args.chunks, texts, vectors, np.random.default_rng(5), tokens=tokens
+            )
+            started = time.perf_counter()
+            httpx.post(cluster.index + "/optimize", timeout=None).raise_for_status()
+            report["load"] = {
+                "chunks": args.chunks,
+                "bulk_load_s": round(took, 1),
+                "optimize_s": round(time.perf_counter() - started, 1),
+            }
+            report["warm"] = asyncio.run(mcp_latencies(cluster, queries, warmup))
+            report["warm"]["load_avg"] = load_avg()
+            print(json.dumps(report["warm"]), file=sys.stderr, flush=True)
+        report["cold_reader"] = [cold_reader(store, workdir, vectors[i]) for i in range(3)]
+        print(json.dumps(report["cold_reader"]), file=sys.stderr, flush=True)
+        report["throughput"] = []
+        for readers in (0, 1, 2):
+            with running(cluster_env(readers)) as cluster:
+                asyncio.run(mcp_latencies(cluster, warmup[:10], warmup[10:20]))
+                entry = throughput(
+                    cluster, readers, queries, args.sessions, args.seconds, server.pid
+                )
+                report["throughput"].append(entry)
+                print(json.dumps(entry), file=sys.stderr, flush=True)
+    return report
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.scale_s3", description=__doc__)
+    parser.add_argument("--var", type=Path, default=DEFAULT_VAR)
+    parser.add_argument("--chunks", type=int, default=100_000)
+    parser.add_argument("--queries", type=int, default=150)
+    parser.add_argument("--sessions", type=int, default=8)
+    parser.add_argument("--seconds", type=float, default=30)
+    parser.add_argument("--json", type=Path, default=Path("var/bench/scale-s3.json"))
+    args = parser.parse_args(argv)
+    report = run(args)
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(report, indent=2))
+    print(json.dumps(report, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

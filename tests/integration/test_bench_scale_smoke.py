@@ -1,0 +1,57 @@
+"""`make bench-scale` at a toy size, so the benchmark keeps working: the base material from
+three prose documents, a 400-chunk "large" table built through the index service's API (with
+an approximate vector index from 256 rows), then `measure` beside a 300-chunk table: MCP
+searches, listings, recall against exact search read in blocks, the in-process index build,
+and real documents ingested into both and deleted again. Only the report's shape and sanity
+are checked here: the goals live in the benchmark itself."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import httpx
+import pytest
+
+from bench import scale
+from services.entrypoints.cluster import local_env, running
+from tests.conftest import SCIFACT
+
+pytestmark = pytest.mark.integration
+
+
+def test_scale_benchmark_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    if not (SCIFACT / "corpus.jsonl").is_file():
+        pytest.skip(f"SciFact not found at {SCIFACT}")
+    var = tmp_path / "scale"
+    build = ["build", "--var", str(var), "--target", "400", "--base-docs", "3"]
+    assert scale.main([*build, "--env", "INDEX_VECTOR_INDEX_MIN_ROWS=256"]) == 0
+    out = tmp_path / "scale.json"
+    measure = ["measure", "--var", str(var), "--small", "300", "--queries", "5"]
+    measure += ["--recall-queries", "5", "--rounds", "2", "--docs", "2", "--json", str(out)]
+    assert scale.main(measure) == 0
+    capsys.readouterr()
+    report = json.loads(out.read_text())
+
+    (built,) = [b for b in report["service_vector_index_builds"] if b["rows"]]
+    assert built["rows"] >= 256 and built["partitions"] >= 16
+    assert report["vector_index_build"]["rows"] == 400
+    assert report["vector_index_build"]["seconds"] >= 0
+    for name, rows in (("small", 300), ("large", 400)):
+        entry = report[name]
+        assert entry["chunks"] == rows and entry["queries"] == 5
+        assert 0 < entry["search_p50_ms"] <= entry["search_p95_ms"]
+        assert entry["list_documents_p50_ms"] > 0 and entry["list_libraries_p50_ms"] > 0
+        assert entry["vector_index"]["rows"] == rows
+        assert entry["vector_index"]["recall_at_10"] >= 0.9
+    ingest = report["ingest"]
+    assert len(ingest["small"]["ms_per_doc_rounds"]) == len(ingest["large"]["ms_per_doc_rounds"])
+    assert ingest["ratio_large_to_small"] > 0
+    memory = report["large"]["memory_peak_mb"]
+    assert set(memory) == {"searching", "ingesting_and_optimizing"}
+    assert memory["searching"]["index"] > 20
+
+    # The ingested documents were deleted again: the tables keep the size they were built to.
+    with running(local_env(var / "large", LOG_LEVEL="WARNING")) as cluster:
+        info = httpx.get(cluster.index + "/info", timeout=30).json()
+    assert info["chunks"] == 400
