@@ -125,6 +125,9 @@ class IndexStore:
     def optimize_due(self) -> bool:
         return maintenance.optimize_due(self.state)
 
+    def seconds_until_optimize(self) -> float | None:
+        return maintenance.seconds_until_due(self.state)
+
     def optimize(self) -> None:
         maintenance.optimize(self.state)
 
