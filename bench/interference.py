@@ -87,6 +87,19 @@ class User:
         found = [await self.search() for _ in range(count)]
         return [v for v in found if v is not None]
 
+    async def run_with_index(
+        self, count: int, index: IndexProbe
+    ) -> tuple[list[float], list[float]]:
+        """`count` MCP searches, each followed by the same query straight to the index."""
+        mcp: list[float] = []
+        direct: list[float] = []
+        for _ in range(count):
+            value = await self.search()
+            if value is not None:
+                mcp.append(value)
+            direct.append(await index.search(self.rng.choice(self.queries)))
+        return mcp, direct
+
     async def run_until(self, done: asyncio.Event, pause_s: float) -> list[float]:
         latencies: list[float] = []
         while not done.is_set():
@@ -97,6 +110,23 @@ class User:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(done.wait(), pause_s)
         return latencies
+
+
+class IndexProbe:
+    """Hybrid searches sent straight to the index service with one query vector embedded
+    once: the index's own time, without the embedder, the gateway or MCP."""
+
+    def __init__(self, client: httpx.AsyncClient, vector_b64: str) -> None:
+        self.client = client
+        self.vector_b64 = vector_b64
+
+    async def search(self, query: str) -> float:
+        body = {"query": query, "vector_b64": self.vector_b64, "top_k": 5, "mode": "hybrid"}
+        started = time.perf_counter()
+        response = await self.client.post("/search", json=body)
+        elapsed_ms = (time.perf_counter() - started) * 1000
+        response.raise_for_status()
+        return elapsed_ms
 
 
 async def ingest(cluster: LocalCluster, folder: Path, library: str) -> dict[str, Any]:
@@ -129,19 +159,24 @@ async def measure(cluster: LocalCluster, args: argparse.Namespace, work: Path) -
         write_folder(folder, text, args.files, args.file_chars, start=start)
         folders.append(folder)
     load = [round(os.getloadavg()[0], 2)]
+    async with httpx.AsyncClient(base_url=cluster.embedder, timeout=60) as embedder:
+        embedded = await embedder.post("/embed", json={"texts": [queries[0]], "kind": "query"})
+        vector_b64 = embedded.json()["vectors_b64"]
     async with (
+        httpx.AsyncClient(base_url=cluster.index, timeout=60) as index_client,
         sse_client(cluster.gateway + "/sse", timeout=30, sse_read_timeout=600) as (read, write),
         ClientSession(read, write) as session,
     ):
         await session.initialize()
         user = User(session, queries, args.seed)
+        index = IndexProbe(index_client, vector_b64)
         await user.run(args.warmup)
         idle = await user.run(args.searches)
         alone_1 = await ingest(cluster, folders[0], "interference-0")
-        after = await user.run(args.searches)
+        after, index_after = await user.run_with_index(args.searches, index)
         load.append(round(os.getloadavg()[0], 2))
         await asyncio.sleep(args.settle)
-        steady = await user.run(args.searches)
+        steady, index_steady = await user.run_with_index(args.searches, index)
         done = asyncio.Event()
         searching = asyncio.create_task(user.run_until(done, args.pause_ms / 1000))
         try:
@@ -153,6 +188,7 @@ async def measure(cluster: LocalCluster, args: argparse.Namespace, work: Path) -
         alone_2 = await ingest(cluster, folders[2], "interference-2")
     load.append(round(os.getloadavg()[0], 2))
     idle_s, during_s, after_s, steady_s = map(_summary, (idle, during, after, steady))
+    index_after_s, index_steady_s = _summary(index_after), _summary(index_steady)
     alone_rate = (alone_1["chunks_per_s"] + alone_2["chunks_per_s"]) / 2
     return {
         "seed_chunks": seed_chunks,
@@ -162,12 +198,16 @@ async def measure(cluster: LocalCluster, args: argparse.Namespace, work: Path) -
             "after_write": after_s,
             "steady": steady_s,
         },
+        "index_search_ms": {"after_write": index_after_s, "steady": index_steady_s},
         "ingest": {"alone_1": alone_1, "with_user": with_user, "alone_2": alone_2},
         "ratios": {
             "p50_during_over_idle": round(during_s["p50"] / idle_s["p50"], 2),
             "p95_during_over_idle": round(during_s["p95"] / idle_s["p95"], 2),
             "ingest_with_user_over_alone": round(with_user["chunks_per_s"] / alone_rate, 3),
             "p50_after_write_over_steady": round(after_s["p50"] / steady_s["p50"], 2),
+            "index_p50_after_write_over_steady": round(
+                index_after_s["p50"] / index_steady_s["p50"], 2
+            ),
         },
         "errors": user.errors[:10],
         "error_count": len(user.errors),
@@ -199,7 +239,10 @@ def report(result: dict[str, Any]) -> str:
             f"ratios: p50 during/idle {r['p50_during_over_idle']} (goal <= 3), "
             f"p95 during/idle {r['p95_during_over_idle']} (<= 5), "
             f"ingest with/alone {r['ingest_with_user_over_alone']} (>= 0.85), "
-            f"p50 after write/steady {r['p50_after_write_over_steady']} (<= 1.3)",
+            f"p50 after write/steady {r['p50_after_write_over_steady']} (<= 1.3; index alone "
+            f"{result['index_search_ms']['after_write']['p50']} / "
+            f"{result['index_search_ms']['steady']['p50']} ms = "
+            f"{r['index_p50_after_write_over_steady']})",
             f"errors: {result['error_count']}",
         ]
     )
