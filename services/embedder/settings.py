@@ -42,7 +42,7 @@ class EmbedderSettings(CommonSettings):
     embed_query_session: bool = Field(
         default=True,
         description="A second ONNX session for queries, so that a search is embedded beside "
-        "a running document batch instead of after it (about 40 MB more)",
+        "a running document batch instead of after it (about 110 MB more memory)",
     )
     embed_query_threads: int | None = Field(
         default=1,

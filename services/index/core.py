@@ -99,7 +99,9 @@ class IndexCore(AsyncLifecycle):
         would be due if no other write came."""
         assert self._wake is not None
         interval = self.settings.index_optimize_interval_s
-        while True:
+        # Not `while True`: on Python 3.11 `wait_for` swallows a cancellation that comes as
+        # the event it waits on is set (every write sets it), so `aclose` also says so here.
+        while not self._closed:
             wait = store.seconds_until_optimize()
             timeout = interval if wait is None else wait
             with contextlib.suppress(TimeoutError):
