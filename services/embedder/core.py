@@ -1,11 +1,17 @@
-"""In-process embedder port: micro-batching across concurrent requests, queries first.
+"""In-process embedder port: micro-batching across concurrent requests, queries apart.
 
-Requests are queued and cut into slices of at most `embed_coalesce_texts` texts. One worker
-runs the model: every waiting query slice first (they are short and someone is waiting on
-each), then one model call's worth of document slices, gathered across requests so that
-many small requests share ONNX runs and length-sorted batches. A search that arrives during
-a large ingest therefore waits for at most one slice, not for the whole ingest, and the
-event loop never blocks on the model.
+Requests are queued and cut into slices of at most `embed_coalesce_texts` texts. Queries and
+documents have lanes of their own, each with its own worker and its own ONNX session
+(`EMBED_QUERY_SESSION`, on by default): a query is embedded at once by the query session,
+beside a document batch that may be running, instead of waiting for that batch to finish (a
+document model call of 16 texts takes most of a second on two cores, a query a few
+milliseconds). Document slices are gathered across requests, so that many small requests
+share ONNX runs and length-sorted batches.
+
+With `EMBED_QUERY_SESSION=false` both kinds share one session and one worker that runs every
+waiting query slice first, then one model call's worth of document slices: a search then
+waits for at most one document call, not for the whole ingest. Either way the event loop
+never blocks on the model.
 """
 
 from __future__ import annotations
@@ -46,19 +52,41 @@ class _Slice:
     end: int
 
 
+@dataclass
+class _Lane:
+    """A model session with the kinds it serves, in priority order, and its worker."""
+
+    model: Embedder
+    kinds: tuple[EmbedKind, ...]
+    worker: asyncio.Task[None] | None = None
+    arrived: asyncio.Event | None = None
+
+
 class EmbedderCore(AsyncLifecycle):
     def __init__(self, settings: EmbedderSettings) -> None:
         self.settings = settings
-        self._model = Embedder(
+        self._model = self._load(settings.embed_threads)
+        self._pending: dict[EmbedKind, deque[_Slice]] = {"query": deque(), "document": deque()}
+        if settings.embed_query_session:
+            queries = _Lane(self._load(settings.embed_query_threads), ("query",))
+            self._lanes = {"query": queries, "document": _Lane(self._model, ("document",))}
+        else:
+            shared = _Lane(self._model, ("query", "document"))
+            self._lanes = {"query": shared, "document": shared}
+
+    def _load(self, threads: int | None) -> Embedder:
+        settings = self.settings
+        return Embedder(
             settings.embedding_model,
             model_dir=settings.embedding_model_path,
             cache_dir=settings.var_dir / "models",
             batch_size=settings.embed_batch_size,
-            threads=settings.embed_threads,
+            threads=threads,
         )
-        self._pending: dict[EmbedKind, deque[_Slice]] = {"query": deque(), "document": deque()}
-        self._arrived: asyncio.Event | None = None
-        self._worker: asyncio.Task[None] | None = None
+
+    def lane_model(self, kind: EmbedKind) -> Embedder:
+        """The model session that embeds texts of `kind`."""
+        return self._lanes[kind].model
 
     async def info(self) -> ModelInfo:
         return self._model.info()
@@ -73,29 +101,31 @@ class EmbedderCore(AsyncLifecycle):
         job = _Job(list(texts), kind, np.empty((len(texts), dim), np.float32), len(texts))
         for start in range(0, len(texts), step):
             self._pending[kind].append(_Slice(job, start, min(start + step, len(texts))))
-        self._wake()
+        self._wake(self._lanes[kind])
         return await job.done
 
-    def _wake(self) -> None:
-        if self._worker is None or self._worker.done():
-            self._arrived = asyncio.Event()
-            self._worker = asyncio.create_task(self._run())
-        assert self._arrived is not None
-        self._arrived.set()
+    def _wake(self, lane: _Lane) -> None:
+        if lane.worker is None or lane.worker.done():
+            lane.arrived = asyncio.Event()
+            lane.worker = asyncio.create_task(self._run(lane))
+        assert lane.arrived is not None
+        lane.arrived.set()
 
-    async def _run(self) -> None:
-        assert self._arrived is not None
+    async def _run(self, lane: _Lane) -> None:
+        assert lane.arrived is not None
         wait_s = self.settings.embed_coalesce_wait_ms / 1000
         while True:
-            if not (self._pending["query"] or self._pending["document"]):
-                self._arrived.clear()
-                await self._arrived.wait()
+            waiting = [kind for kind in lane.kinds if self._pending[kind]]
+            if not waiting:
+                lane.arrived.clear()
+                await lane.arrived.wait()
                 if wait_s and not self._pending["query"]:
                     # A lone document request waits briefly for others to share its model
                     # call; a query is run at once, since someone is waiting on it.
                     await asyncio.sleep(wait_s)
-            kind: EmbedKind = "query" if self._pending["query"] else "document"
-            await self._serve(kind, self._take(kind))
+                continue
+            kind = waiting[0]
+            await self._serve(lane.model, kind, self._take(kind))
 
     def _take(self, kind: EmbedKind) -> list[_Slice]:
         queue = self._pending[kind]
@@ -109,13 +139,13 @@ class EmbedderCore(AsyncLifecycle):
             size += piece.end - piece.start
         return taken
 
-    async def _serve(self, kind: EmbedKind, pieces: list[_Slice]) -> None:
+    async def _serve(self, model: Embedder, kind: EmbedKind, pieces: list[_Slice]) -> None:
         if not pieces:
             return
         texts = [t for p in pieces for t in p.job.texts[p.start : p.end]]
         started = time.perf_counter()
         try:
-            vectors = await asyncio.to_thread(self._model.embed, texts, kind)
+            vectors = await asyncio.to_thread(model.embed, texts, kind)
         except Exception as exc:
             error = exc if isinstance(exc, InvalidInputError) else EmbeddingFailed(exc)
             for piece in pieces:
@@ -139,8 +169,9 @@ class EmbedderCore(AsyncLifecycle):
         return True, f"{self._model.spec.name} loaded"
 
     async def aclose(self) -> None:
-        worker, self._worker = self._worker, None
-        if worker is not None:
-            worker.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await worker
+        for lane in {id(lane): lane for lane in self._lanes.values()}.values():
+            worker, lane.worker = lane.worker, None
+            if worker is not None:
+                worker.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await worker

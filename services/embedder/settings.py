@@ -36,7 +36,20 @@ class EmbedderSettings(CommonSettings):
         description="How long a lone document request waits for others to share its model "
         "call (queries never wait)",
     )
-    embed_threads: int | None = Field(default=None, ge=1, le=256)
+    embed_threads: int | None = Field(
+        default=None, ge=1, le=256, description="ONNX threads of the document session"
+    )
+    embed_query_session: bool = Field(
+        default=True,
+        description="A second ONNX session for queries, so that a search is embedded beside "
+        "a running document batch instead of after it (about 110 MB more memory)",
+    )
+    embed_query_threads: int | None = Field(
+        default=1,
+        ge=1,
+        le=256,
+        description="ONNX threads of the query session (a query is a few dozen tokens)",
+    )
     embed_max_texts: int = Field(default=4096, ge=1)
     embed_max_body_bytes: int = Field(
         default=32 * 1024 * 1024,

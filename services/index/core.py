@@ -100,12 +100,17 @@ class IndexCore(AsyncLifecycle):
             store.close()
 
     async def _maintain(self, store: IndexStore) -> None:
-        """Optimize when due: woken after writes, else checks every interval."""
+        """Optimize when due: woken by every write, and sleeping until the next optimize
+        would be due if no other write came."""
         assert self._wake is not None
         interval = self.settings.index_optimize_interval_s
-        while True:
+        # Not `while True`: on Python 3.11 `wait_for` swallows a cancellation that comes as
+        # the event it waits on is set (every write sets it), so `aclose` also says so here.
+        while not self._closed:
+            wait = store.seconds_until_optimize()
+            timeout = interval if wait is None else wait
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), timeout=interval)
+                await asyncio.wait_for(self._wake.wait(), timeout=timeout)
             self._wake.clear()
             if not store.optimize_due():
                 continue
@@ -113,8 +118,10 @@ class IndexCore(AsyncLifecycle):
                 with OPTIMIZE_SECONDS.time():
                     await anyio.to_thread.run_sync(store.optimize)
             except Exception:
-                # Search still finds unindexed rows; the next round tries again.
+                # Search still finds unindexed rows; the next round, an interval later,
+                # tries again.
                 log.exception("optimizing the index failed")
+                await asyncio.sleep(interval)
 
     async def _follow(self, store: IndexStore) -> None:
         """A reader's background task: look at what the writer did, every consistency
@@ -133,8 +140,8 @@ class IndexCore(AsyncLifecycle):
 
     def _wrote(self) -> None:
         store = self._store
-        if self._wake is not None and store is not None and store.optimize_due():
-            self._wake.set()
+        if self._wake is not None and store is not None:
+            self._wake.set()  # the maintenance task works out when the next optimize is due
 
     async def optimize(self) -> None:
         """Fold new rows into the indexes now (benchmarks, tests, before a backup)."""

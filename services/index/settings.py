@@ -66,6 +66,13 @@ class IndexSettings(CommonSettings):
         gt=0,
         description="...or this many seconds after the first unoptimized write",
     )
+    index_optimize_quiet_s: float = Field(
+        default=2.0,
+        ge=0,
+        description="...or as soon as no write has come for this many seconds (0 = never): "
+        "the searches after an ingest then read compacted, indexed rows instead of every "
+        "small write's fragment",
+    )
     index_version_retention_s: float = Field(
         default=3600.0,
         ge=0,

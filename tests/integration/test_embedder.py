@@ -4,6 +4,7 @@ requests, and its HTTP API through the typed client."""
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -12,7 +13,9 @@ import numpy as np
 import pytest
 
 from libs.clients import EmbedderClient
+from libs.contracts import EmbedKind
 from libs.errors import InvalidInputError
+from libs.vectors import Matrix
 from services.embedder.app import create_app
 from services.embedder.core import EmbedderCore
 from services.embedder.settings import EmbedderSettings
@@ -117,3 +120,62 @@ async def test_a_query_does_not_wait_for_a_whole_ingest(core: EmbedderCore) -> N
     vectors = await ingest
     assert vectors.shape == (160, 384)
     assert np.isfinite(vectors).all() and np.allclose(np.linalg.norm(vectors, axis=1), 1, atol=1e-3)
+
+
+async def test_a_query_is_embedded_while_a_document_batch_runs(core: EmbedderCore) -> None:
+    # The document session is held inside its model call (the real model, behind a gate the
+    # test opens), so the query can only finish first if it has a session of its own.
+    documents = core.lane_model("document")
+    assert core.lane_model("query") is not documents
+    entered, release = threading.Event(), threading.Event()
+    real_embed = documents.embed
+
+    def held(texts: list[str], kind: EmbedKind) -> Matrix:
+        entered.set()
+        release.wait(30)
+        return real_embed(texts, kind)
+
+    documents.embed = held  # type: ignore[method-assign]
+    try:
+        batch = asyncio.create_task(core.embed(["a long document " * 50] * 8, "document"))
+        assert await asyncio.to_thread(entered.wait, 30)
+        query = await asyncio.wait_for(core.embed(["where is the river"], "query"), 30)
+        assert query.shape == (1, 384)
+        assert not batch.done(), "the document call was still held"
+    finally:
+        release.set()
+    vectors = await batch
+    assert vectors.shape == (8, 384)
+    alone = await core.embed(["where is the river"], "query")
+    np.testing.assert_allclose(query, alone, atol=1e-5)
+
+
+async def test_one_shared_session_still_serves_queries_first(settings: EmbedderSettings) -> None:
+    # EMBED_QUERY_SESSION=false: one session, and waiting query slices go before waiting
+    # document slices (served in order of the model calls made).
+    shared = EmbedderCore(settings.model_copy(update={"embed_query_session": False}))
+    model = shared.lane_model("query")
+    assert shared.lane_model("document") is model
+    calls: list[EmbedKind] = []
+    entered, release = threading.Event(), threading.Event()
+    real_embed = model.embed
+
+    def recorded(texts: list[str], kind: EmbedKind) -> Matrix:
+        calls.append(kind)
+        entered.set()
+        release.wait(30)
+        return real_embed(texts, kind)
+
+    model.embed = recorded  # type: ignore[method-assign]
+    try:
+        first = asyncio.create_task(shared.embed(["document one"] * 16, "document"))
+        assert await asyncio.to_thread(entered.wait, 30)
+        later = asyncio.create_task(shared.embed(["document two"] * 16, "document"))
+        query = asyncio.create_task(shared.embed(["a query"], "query"))
+        await asyncio.sleep(0.05)
+        release.set()
+        await asyncio.gather(first, later, query)
+    finally:
+        release.set()
+        await shared.aclose()
+    assert calls == ["document", "query", "document"]

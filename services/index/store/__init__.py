@@ -142,6 +142,9 @@ class IndexStore:
     def optimize_due(self) -> bool:
         return not self.state.read_only and maintenance.optimize_due(self.state)
 
+    def seconds_until_optimize(self) -> float | None:
+        return maintenance.seconds_until_due(self.state)
+
     def optimize(self) -> None:
         self._writable("optimize the indexes")
         maintenance.optimize(self.state)

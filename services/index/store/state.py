@@ -112,6 +112,7 @@ class StoreState:
         self.unpublished: set[str] = set()
         self.writes_since_optimize = 0
         self.dirty_since: float | None = None
+        self.last_write = 0.0
         # IVF partitions of the vector index, 0 while vector search is exact.
         self.ivf_partitions = 0
         self.selectivity = SelectivityCache()
@@ -120,5 +121,6 @@ class StoreState:
     def note_write(self) -> None:
         """Count a committed write, for `maintenance.optimize_due`."""
         self.writes_since_optimize += 1
+        self.last_write = time.monotonic()
         if self.dirty_since is None:
             self.dirty_since = time.monotonic()
