@@ -10,13 +10,14 @@ import time
 from datetime import timedelta
 
 from services.index.store import ann
+from services.index.store.schema import CHUNKS, DOCUMENTS
 from services.index.store.state import StoreState
 
 log = logging.getLogger(__name__)
 
 
 def optimize_due(state: StoreState) -> bool:
-    if state.dirty_since is None:
+    if state.dirty_since is None or state.guard.conflict is not None:
         return False
     if state.writes_since_optimize >= state.settings.index_optimize_every_writes:
         return True
@@ -29,9 +30,11 @@ def optimize(state: StoreState) -> None:
     retention = timedelta(seconds=state.settings.index_version_retention_s)
     with state.write_lock:
         started = time.perf_counter()
-        for table in (state.documents, state.chunks):
+        state.guard.check([(DOCUMENTS, state.documents), (CHUNKS, state.chunks)])
+        for name, table in ((DOCUMENTS, state.documents), (CHUNKS, state.chunks)):
             if table is not None:
                 table.optimize(cleanup_older_than=retention)
+                state.guard.committed(name, table, commits=None)
         if state.chunks is not None:
             ann.maybe_build(state, state.chunks)
             ann.prewarm(state.settings, state.chunks)
