@@ -66,7 +66,6 @@ class Writes:
             state.guard.refuse_if_conflicted()
             meta.check_model(state.stamp, request.model, request.dim)
             documents, chunks = ensure_tables(state, request.model, request.dim)
-            state.guard.check(both(state))
             self.finish_unpublished(documents, chunks)
             states = _key_states(documents, document.library, document.source)
             doc_id = str(uuid.uuid4())
