@@ -17,6 +17,7 @@
     ├── ConversionTimeoutError     504 conversion_timeout
     ├── FetchError                 502 fetch_failed
     ├── ModelMismatchError         409 model_mismatch
+    ├── ConcurrentWriterError      409 concurrent_writer
     ├── StoreError                 500 store_error
     └── UpstreamError              503 service_unavailable
 
@@ -137,6 +138,13 @@ class ModelMismatchError(MvdbError):
     http_status = 409
 
 
+class ConcurrentWriterError(MvdbError):
+    """Another process commits to the store this index writes: only one writer per store."""
+
+    error_code = "concurrent_writer"
+    http_status = 409
+
+
 class StoreError(MvdbError):
     error_code = "store_error"
     http_status = 500
@@ -167,6 +175,7 @@ _BY_CODE: dict[str, type[MvdbError]] = {
         ConversionTimeoutError,
         FetchError,
         ModelMismatchError,
+        ConcurrentWriterError,
         StoreError,
         UpstreamError,
     )

@@ -8,6 +8,8 @@
     └── ReadOnlyReplica
     libs.errors.ModelMismatchError   409 model_mismatch
     └── StoreModelMismatch
+    libs.errors.ConcurrentWriterError 409 concurrent_writer
+    └── ConcurrentWriter
     libs.errors.StoreError           500 store_error
     └── WriteFailed
 
@@ -17,7 +19,13 @@ from `libs.errors.from_payload` with the same message.
 
 from __future__ import annotations
 
-from libs.errors import ModelMismatchError, NotFoundError, ReadOnlyReplicaError, StoreError
+from libs.errors import (
+    ConcurrentWriterError,
+    ModelMismatchError,
+    NotFoundError,
+    ReadOnlyReplicaError,
+    StoreError,
+)
 
 
 class DocumentNotFound(NotFoundError):
@@ -69,6 +77,18 @@ class StoreModelMismatch(ModelMismatchError):
             f"Set EMBEDDING_MODEL back to {store_model!r}, or re-index into a new store by "
             "pointing LANCEDB_URI at a new path"
         )
+
+
+class ConcurrentWriter(ConcurrentWriterError):
+    def __init__(self, uri: str, detail: str) -> None:
+        super().__init__(
+            f"another process is writing to this store (LANCEDB_URI {uri}): {detail}. Only one "
+            "index may have INDEX_ROLE=writer or all per store; run the others as "
+            "INDEX_ROLE=reader. This process refuses every write until it is restarted (reads "
+            "keep working); a write it had begun is completed by the writer's recovery on its "
+            "next start"
+        )
+        self.uri = uri
 
 
 class WriteFailed(StoreError):

@@ -26,6 +26,7 @@ from services.index.settings import IndexSettings
 from services.index.store import IndexStore, StoreState, Writes, lance, tables
 from services.index.store.rows import chunk_rows, document_row
 from services.index.store.schema import PENDING
+from services.index.store.writes import guarded_delete
 from tests.index_helpers import DIM, MODEL, unit_vectors, upsert_request
 
 pytestmark = pytest.mark.integration
@@ -549,7 +550,7 @@ async def test_reopening_reconciles_every_interrupted_write(tmp_path: Path) -> N
     )
     # Crash in a delete, after the chunks went: a live row without chunks.
     assert store.state.chunks is not None
-    store.state.chunks.delete(f"doc_id = '{emptied.doc_id}'")
+    guarded_delete(store.state, "chunks", store.state.chunks, f"doc_id = '{emptied.doc_id}'")
     # Orphan chunks: chunks whose document row never got written.
     orphan = upsert_request("orphan.md", ["orphan words"], seed=6)
     writes.swap_chunks(

@@ -17,12 +17,15 @@ locks, model stamp, caches) and hands it to the modules that do the work:
 - `writes`: the crash-safe replace protocol and delete;
 - `recovery`: reconcile after a crash;
 - `maintenance`: optimize and when it is due;
-- `jobs`: background jobs' records.
+- `jobs`: background jobs' records;
+- `writer_guard`: a writer that sees another process's commit refuses to write on.
 
 The service is the store's only writer: with `INDEX_ROLE=reader` a store is a read-only
 replica of one another process writes (`StoreState.read_only`): every write method raises
 `ReadOnlyReplica`, opening it neither creates, upgrades nor reconciles anything, and `follow`
-picks up what the writer built. Blocking methods run in worker threads
+picks up what the writer built. A second writer on one store is a misconfiguration that
+`writer_guard` detects: the writer that sees it raises `ConcurrentWriter` on every write
+until restarted. Blocking methods run in worker threads
 (`services.index.core.IndexCore` does that); `search`, `list_documents` and `list_sources`
 are coroutines awaited on the caller's loop.
 """
@@ -71,6 +74,7 @@ class IndexStore:
         self.writes = writes(self.state)
         tables.open_tables(self.state)
         if not self.read_only:
+            tables.adopt_versions(self.state)
             self.reconcile()
 
     @property
@@ -168,8 +172,16 @@ class IndexStore:
         return jobs.delete_finished_before(self.state, finished_before)
 
     def ping(self) -> str:
+        """The readiness detail. A writer that met another writer stays ready (it serves
+        reads) and says that it refuses writes."""
         names = self.state.db.list_tables().tables
-        return f"ok ({len(names)} tables, role {self.settings.index_role})"
+        said = f"ok ({len(names)} tables, role {self.settings.index_role})"
+        if self.state.guard.conflict is not None:
+            said += (
+                "; WRITES REFUSED: another process writes this store "
+                f"({self.state.guard.conflict}); run one writer per LANCEDB_URI and restart"
+            )
+        return said
 
     def close(self) -> None:
         with self.state.handles_lock:

@@ -22,6 +22,7 @@ from lancedb.table import AsyncTable, Table
 
 from services.index.settings import IndexSettings
 from services.index.store import meta
+from services.index.store.schema import CHUNKS, META
 from services.index.store.state import StoreState
 
 log = logging.getLogger(__name__)
@@ -64,9 +65,11 @@ def maybe_build(state: StoreState, chunks: Table) -> None:
     if state.ivf_partitions and partitions < 2 * state.ivf_partitions:
         return
     started = time.perf_counter()
+    state.guard.check([(CHUNKS, chunks)])
     chunks.create_index("vector", config=IvfSq(distance_type="cosine", num_partitions=partitions))
+    state.guard.committed(CHUNKS, chunks, commits=None)
     before, state.ivf_partitions = state.ivf_partitions, partitions
-    meta.record(state.db, meta.IVF_PARTITIONS_KEY, str(partitions))
+    state.guard.committed(META, meta.record(state.db, meta.IVF_PARTITIONS_KEY, str(partitions)))
     log.info(
         "rebuilt the approximate vector index" if before else "built the approximate vector index",
         extra={

@@ -14,9 +14,9 @@ from lancedb.table import Table
 from libs.contracts import JobRecord
 from services.index.errors import JobNotFound
 from services.index.filters import equals, quote
+from services.index.store.schema import JOBS
 from services.index.store.state import StoreState
 
-JOBS = "jobs"
 JOBS_SCHEMA = pa.schema(
     [
         ("job_id", pa.string()),
@@ -67,8 +67,12 @@ def save(state: StoreState, record: JobRecord) -> None:
         schema=JOBS_SCHEMA,
     )
     with state.write_lock:
-        merge = _table(state).merge_insert("job_id")
+        state.guard.refuse_if_conflicted()
+        table = _table(state)
+        state.guard.check([(JOBS, table)])
+        merge = table.merge_insert("job_id")
         merge.when_matched_update_all().when_not_matched_insert_all().execute(row)
+        state.guard.committed(JOBS, table)
 
 
 def get(state: StoreState, job_id: str) -> JobRecord:
@@ -88,8 +92,11 @@ def listing(state: StoreState, status: str | None, limit: int) -> list[JobRecord
 def delete_finished_before(state: StoreState, cutoff: str) -> int:
     where = f"finished_at IS NOT NULL AND finished_at < {quote(cutoff)}"
     with state.write_lock:
+        state.guard.refuse_if_conflicted()
         table = _table(state)
         count = table.count_rows(where)
         if count:
+            state.guard.check([(JOBS, table)])
             table.delete(where)
+            state.guard.committed(JOBS, table)
     return count

@@ -13,6 +13,7 @@ import time
 from datetime import timedelta
 
 from services.index.store import ann
+from services.index.store.schema import CHUNKS, DOCUMENTS
 from services.index.store.state import StoreState
 
 log = logging.getLogger(__name__)
@@ -20,8 +21,8 @@ log = logging.getLogger(__name__)
 
 def seconds_until_due(state: StoreState) -> float | None:
     """Seconds until an optimize is due if no other write comes; None while every write is
-    folded in."""
-    if state.dirty_since is None:
+    folded in, and while writes are refused (`writer_guard`)."""
+    if state.dirty_since is None or state.guard.conflict is not None:
         return None
     settings = state.settings
     if state.writes_since_optimize >= settings.index_optimize_every_writes:
@@ -43,9 +44,11 @@ def optimize(state: StoreState) -> None:
     retention = timedelta(seconds=state.settings.index_version_retention_s)
     with state.write_lock:
         started = time.perf_counter()
-        for table in (state.documents, state.chunks):
+        state.guard.check([(DOCUMENTS, state.documents), (CHUNKS, state.chunks)])
+        for name, table in ((DOCUMENTS, state.documents), (CHUNKS, state.chunks)):
             if table is not None:
                 table.optimize(cleanup_older_than=retention)
+                state.guard.committed(name, table, commits=None)
         if state.chunks is not None:
             ann.maybe_build(state, state.chunks)
             ann.prewarm(state.settings, state.chunks)

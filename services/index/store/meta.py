@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import lancedb
 import pyarrow as pa
+from lancedb.table import Table
 
 from services.index.errors import StoreModelMismatch
 from services.index.store.schema import META, META_SCHEMA
@@ -46,10 +47,12 @@ def create_stamp(db: lancedb.DBConnection, model: str, dim: int) -> ModelStamp:
     return read_stamp(db) or ModelStamp(model=model, dim=dim)
 
 
-def record(db: lancedb.DBConnection, key: str, value: str) -> None:
+def record(db: lancedb.DBConnection, key: str, value: str) -> Table:
+    """Set `key`; the table handle that committed it (for the writer guard)."""
     row = pa.table({"key": [key], "value": [value]}, schema=META_SCHEMA)
-    merge = db.open_table(META).merge_insert("key")
-    merge.when_matched_update_all().when_not_matched_insert_all().execute(row)
+    table = db.open_table(META)
+    table.merge_insert("key").when_matched_update_all().when_not_matched_insert_all().execute(row)
+    return table
 
 
 def check_model(stamp: ModelStamp | None, model: str | None, dim: int) -> None:

@@ -16,8 +16,8 @@ import pyarrow.compute as pc
 from lancedb.table import Table
 
 from services.index.filters import equals
-from services.index.store.schema import LIVE_ONLY, PENDING, in_list
-from services.index.store.writes import Writes, pending_row
+from services.index.store.schema import CHUNKS, DOCUMENTS, LIVE_ONLY, PENDING, in_list
+from services.index.store.writes import Writes, guarded_delete, pending_row
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +38,7 @@ def reconcile(writes: Writes) -> ReconcileReport:
     """See the module docstring. Publishes through `writes`, under the write lock."""
     state = writes.state
     with state.write_lock:
+        state.guard.refuse_if_conflicted()
         documents, chunks = state.documents, state.chunks
         if documents is None:
             return ReconcileReport()
@@ -53,15 +54,16 @@ def reconcile(writes: Writes) -> ReconcileReport:
                     published += 1
         discard = [d for d in pending if d not in with_chunks]
         if discard:
-            documents.delete(f"{equals('state', PENDING)} AND {in_list('doc_id', discard)}")
+            where = f"{equals('state', PENDING)} AND {in_list('doc_id', discard)}"
+            guarded_delete(state, DOCUMENTS, documents, where)
         live = documents.search().where(LIVE_ONLY).select(["doc_id"]).limit(None).to_arrow()
         live_ids = set(live["doc_id"].to_pylist())
         empty = sorted(live_ids - with_chunks)
         if empty:
-            documents.delete(in_list("doc_id", empty))
+            guarded_delete(state, DOCUMENTS, documents, in_list("doc_id", empty))
         orphans = sorted(with_chunks - live_ids)
         if orphans and chunks is not None:
-            chunks.delete(in_list("doc_id", orphans))
+            guarded_delete(state, CHUNKS, chunks, in_list("doc_id", orphans))
         report = ReconcileReport(
             published=published,
             discarded_pending=len(discard),

@@ -26,6 +26,7 @@ from services.index.filters import META_JSON, META_LIST, equals, quote
 DOCUMENTS = "documents"
 CHUNKS = "chunks"
 META = "meta"
+JOBS = "jobs"
 PENDING = "pending"
 LIVE = "live"
 LIVE_ONLY = equals("state", LIVE)

@@ -22,6 +22,7 @@ from services.index.settings import IndexSettings
 from services.index.store import location
 from services.index.store.meta import ModelStamp
 from services.index.store.schema import HIT_DOCUMENT_COLUMNS
+from services.index.store.writer_guard import WriterGuard
 
 # Enough for every document of a large library; an entry is a few hundred bytes.
 _DOCUMENT_CACHE_SIZE = 20_000
@@ -93,6 +94,8 @@ class StoreState:
         # A reader (INDEX_ROLE=reader) never writes: no table creation, upgrade, index
         # build, recovery or maintenance; it follows the writer's commits.
         self.read_only = settings.index_role == "reader"
+        # A writer refuses to write once it sees a commit it did not make (`writer_guard`).
+        self.guard = WriterGuard(self.uri, enabled=not self.read_only)
         # Bounded caches: Lance's defaults let index and manifest caches grow with every
         # table version a busy ingest writes.
         session = lancedb.Session(

@@ -29,6 +29,7 @@ from services.index.store.schema import (
     DOCUMENTS,
     DOCUMENTS_SCHEMA,
     FTS_CONFIG,
+    JOBS,
     META,
     chunks_schema,
 )
@@ -132,14 +133,32 @@ def ensure_tables(state: StoreState, model: str, dim: int) -> tuple[Table, Table
         open_tables(state)
     if state.stamp is None:
         state.stamp = meta.create_stamp(state.db, model, dim)
+        state.guard.committed(META, state.db.open_table(META), commits=None)
     meta.check_model(state.stamp, model, dim)
+    # Created here: the versions are this process's own (`writer_guard`).
     if state.documents is None:
         state.documents = state.db.create_table(DOCUMENTS, schema=DOCUMENTS_SCHEMA, exist_ok=True)
+        state.guard.committed(DOCUMENTS, state.documents, commits=None)
     if state.chunks is None:
         chunks = state.db.create_table(CHUNKS, schema=chunks_schema(dim), exist_ok=True)
         ensure_chunk_indexes(chunks)
+        state.guard.committed(CHUNKS, chunks, commits=None)
         state.chunks = chunks
     return state.documents, state.chunks
+
+
+def adopt_versions(state: StoreState) -> None:
+    """A writer's start: the tables' versions now are its own (see `writer_guard`)."""
+    names = set(state.db.list_tables().tables)
+    found = {name: state.db.open_table(name) for name in (META, JOBS) if name in names}
+    state.guard.adopt(
+        [
+            (DOCUMENTS, state.documents),
+            (CHUNKS, state.chunks),
+            (META, found.get(META)),
+            (JOBS, found.get(JOBS)),
+        ]
+    )
 
 
 def ensure_chunk_indexes(chunks: Table) -> None:

@@ -13,6 +13,9 @@ and clears what a crash in the middle of a delete leaves (orphan chunks, documen
 chunks). Every read runs against a single table version; a search, which queries the chunks
 table several times, checks that the version did not move in between (`snapshot`).
 
+Every commit goes through the writer guard (`writer_guard`): `check` before it, `committed`
+after, so a second writer on the store is refused before it can interleave a replace.
+
 `Writes` is a class so that a test can stand in a failing step (a full disk in step 2, a
 transient error in step 3) and watch the protocol keep its promises.
 """
@@ -26,11 +29,13 @@ import pyarrow as pa
 from lancedb.table import Table
 
 from libs.contracts import DeleteResult, UpsertRequest, UpsertResponse
-from services.index.errors import DocumentNotFound, WriteFailed
+from services.index.errors import ConcurrentWriter, DocumentNotFound, WriteFailed
 from services.index.filters import equals
 from services.index.store import meta
 from services.index.store.rows import chunk_rows, document_row, dump_metadata
 from services.index.store.schema import (
+    CHUNKS,
+    DOCUMENTS,
     DOCUMENTS_SCHEMA,
     LIVE,
     LIVE_ONLY,
@@ -58,6 +63,7 @@ class Writes:
         vectors = request.vectors()
         metadata = dump_metadata(document.metadata)
         with state.write_lock:
+            state.guard.refuse_if_conflicted()
             meta.check_model(state.stamp, request.model, request.dim)
             documents, chunks = ensure_tables(state, request.model, request.dim)
             self.finish_unpublished(documents, chunks)
@@ -68,8 +74,10 @@ class Writes:
             rows = chunk_rows(request, doc_id, metadata, vectors)
             try:
                 self.swap_chunks(document.library, document.source, rows, replacing=bool(states))
+            except ConcurrentWriter:
+                raise  # the pending row stays, invisible; recovery removes it
             except Exception as exc:
-                _discard(documents, doc_id)
+                _discard(state, documents, doc_id)
                 raise WriteFailed(
                     f"could not write the chunks of {document.source!r}: {exc}; "
                     "the previous version (if any) is unchanged, try again"
@@ -85,7 +93,9 @@ class Writes:
     def stage(self, row: pa.Table) -> None:
         """Step 1: the new version's documents row, invisible while 'pending'."""
         documents, _ = require_tables(self.state)
+        self.state.guard.check(both(self.state))
         documents.add(row)
+        self.state.guard.committed(DOCUMENTS, documents)
 
     def swap_chunks(
         self, library: str, source: str, rows: pa.Table, *, replacing: bool = True
@@ -96,15 +106,17 @@ class Writes:
         (chunks are written after their row and deleted before it): a plain append does,
         instead of a merge whose "not matched by source" clause scans the whole table."""
         _, chunks = require_tables(self.state)
+        self.state.guard.check(both(self.state))
         if not replacing:
             chunks.add(rows)
-            return
-        (
-            chunks.merge_insert("chunk_id")
-            .when_not_matched_insert_all()
-            .when_not_matched_by_source_delete(key_filter(library, source))
-            .execute(rows)
-        )
+        else:
+            (
+                chunks.merge_insert("chunk_id")
+                .when_not_matched_insert_all()
+                .when_not_matched_by_source_delete(key_filter(library, source))
+                .execute(rows)
+            )
+        self.state.guard.committed(CHUNKS, chunks)
 
     def publish(self, row: pa.Table) -> None:
         """Step 3, one commit: this row 'live', every other row of (library, source) gone.
@@ -116,6 +128,7 @@ class Writes:
             row.schema.get_field_index("state"), "state", pa.array([LIVE] * row.num_rows)
         )
         library, source = live["library"][0].as_py(), live["source"][0].as_py()
+        self.state.guard.check(both(self.state))
         (
             documents.merge_insert("doc_id")
             .when_matched_update_all()
@@ -123,11 +136,14 @@ class Writes:
             .when_not_matched_by_source_delete(key_filter(library, source))
             .execute(live)
         )
+        self.state.guard.committed(DOCUMENTS, documents)
 
     def _publish_or_defer(self, row: pa.Table) -> None:
         doc_id = row["doc_id"][0].as_py()
         try:
             self.publish(row)
+        except ConcurrentWriter:
+            raise  # the pending row has its chunks: recovery publishes it
         except Exception as exc:
             # The chunks are already the new version; finish on the next write or restart.
             self.state.unpublished.add(doc_id)
@@ -150,6 +166,7 @@ class Writes:
         which is invisible to search and removed by `reconcile`."""
         state = self.state
         with state.write_lock:
+            state.guard.refuse_if_conflicted()
             documents, chunks = tables(state)
             if documents is None or not documents.count_rows(
                 f"{LIVE_ONLY} AND {equals('doc_id', doc_id)}"
@@ -158,11 +175,23 @@ class Writes:
             deleted = 0
             if chunks is not None:
                 deleted = chunks.count_rows(equals("doc_id", doc_id))
-                chunks.delete(equals("doc_id", doc_id))
-            documents.delete(equals("doc_id", doc_id))
+                guarded_delete(state, CHUNKS, chunks, equals("doc_id", doc_id))
+            guarded_delete(state, DOCUMENTS, documents, equals("doc_id", doc_id))
             state.hit_documents.forget(doc_id)
             state.note_write()
         return DeleteResult(doc_id=doc_id, deleted_chunks=deleted)
+
+
+def both(state: StoreState) -> list[tuple[str, Table | None]]:
+    """The tables a document write touches, by name, for the writer guard."""
+    return [(DOCUMENTS, state.documents), (CHUNKS, state.chunks)]
+
+
+def guarded_delete(state: StoreState, name: str, table: Table, where: str) -> None:
+    """One delete commit, through the writer guard."""
+    state.guard.check(both(state))
+    table.delete(where)
+    state.guard.committed(name, table)
 
 
 def pending_row(documents: Table, doc_id: str) -> pa.Table | None:
@@ -178,9 +207,10 @@ def _key_states(documents: Table, library: str, source: str) -> set[str]:
     return set(rows.limit(None).to_arrow()["state"].to_pylist())
 
 
-def _discard(documents: Table, doc_id: str) -> None:
+def _discard(state: StoreState, documents: Table, doc_id: str) -> None:
     try:
-        documents.delete(f"{equals('doc_id', doc_id)} AND {equals('state', PENDING)}")
+        where = f"{equals('doc_id', doc_id)} AND {equals('state', PENDING)}"
+        guarded_delete(state, DOCUMENTS, documents, where)
     except Exception:
         # Harmless if it stays: pending rows are invisible and reconcile removes them.
         log.exception("could not remove a pending row", extra={"fields": {"doc_id": doc_id}})
