@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import os
 import random
 import sys
@@ -45,6 +44,7 @@ import numpy as np
 from mcp import ClientSession
 from mcp.client.sse import sse_client
 
+from bench.cli import write_json
 from bench.load import _payload, book_text, make_queries, seed, write_folder
 from services.entrypoints.cluster import LocalCluster, local_env, running
 
@@ -276,8 +276,7 @@ def main(argv: list[str] | None = None) -> int:
         print("starting a private cluster ...", file=sys.stderr)
         with running(env) as cluster:
             result = asyncio.run(measure(cluster, args, Path(tmp)))
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(result, indent=2) + "\n")
+    write_json(args.json, result)
     print(report(result))
     print(f"(details in {args.json})")
     return 0 if result["error_count"] == 0 else 1

@@ -36,6 +36,7 @@ import numpy as np
 from mcp import ClientSession
 from mcp.client.sse import sse_client
 
+from bench.cli import write_json
 from services.entrypoints.cluster import LocalCluster, local_env, running
 
 REPO = Path(__file__).resolve().parents[1]
@@ -330,8 +331,7 @@ def main(argv: list[str] | None = None) -> int:
         print("starting a private cluster ...", file=sys.stderr)
         with running(env) as cluster:
             result = asyncio.run(load(cluster, args, workdir))
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(result, indent=2) + "\n")
+    write_json(args.json, result)
     print(report(result))
     print(f"(details in {args.json})")
     return 0 if result["errors"] == 0 else 1

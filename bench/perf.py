@@ -35,6 +35,7 @@ import httpx
 import numpy as np
 
 from bench.beir import load
+from bench.cli import add_env_option, write_json
 from bench.perf_corpus import (
     SCIFACT,
     bulk_load,
@@ -130,19 +131,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup-queries", type=int, default=50)
     parser.add_argument("--recall-queries", type=int, default=100)
     parser.add_argument("--json", type=Path, default=Path("var/bench/perf.json"))
-    parser.add_argument(
-        "--env",
-        action="append",
-        default=[],
-        type=lambda s: tuple(s.split("=", 1)),
-        help="extra KEY=VALUE for the services (repeatable)",
-    )
+    add_env_option(parser)
     args = parser.parse_args(argv)
     args.sizes = [int(s) for s in args.sizes.split(",") if s]
     report = run(args)
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(report, indent=2))
-    print(json.dumps(report, indent=2))
+    print(write_json(args.json, report))
     return 0
 
 

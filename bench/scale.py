@@ -30,6 +30,7 @@ import httpx
 import numpy as np
 
 from bench.beir import load
+from bench.cli import add_env_option, write_json
 from bench.perf_corpus import (
     SCIFACT,
     bulk_load,
@@ -222,20 +223,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--docs", type=int, default=20, help="documents per ingest round")
     parser.add_argument("--no-index-build", dest="index_build", action="store_false")
     parser.add_argument("--json", type=Path, default=Path("var/bench/scale.json"))
-    parser.add_argument(
-        "--env",
-        action="append",
-        default=[],
-        type=lambda s: tuple(s.split("=", 1)),
-        help="extra KEY=VALUE for the services (repeatable)",
-    )
+    add_env_option(parser)
     args = parser.parse_args(argv)
     if args.command == "build":
         report = build(args.var, args.target, args.name, dict(args.env), args.base_docs)
     else:
         report = measure(args)
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(report, indent=2))
+        write_json(args.json, report)
     print(json.dumps(report, indent=2))
     return 0
 

@@ -36,6 +36,7 @@ import httpx
 import numpy as np
 
 from bench.beir import load
+from bench.cli import write_json
 from bench.perf_corpus import SCIFACT, bulk_load
 from bench.perf_measure import mcp_latencies, percentile
 from bench.scale import DEFAULT_VAR, base_material, load_avg
@@ -266,9 +267,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, default=Path("var/bench/scale-s3.json"))
     args = parser.parse_args(argv)
     report = run(args)
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(report, indent=2))
-    print(json.dumps(report, indent=2))
+    print(write_json(args.json, report))
     return 0
 
 

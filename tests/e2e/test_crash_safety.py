@@ -104,13 +104,18 @@ def _kill(cluster: LocalCluster, service: str) -> None:
     raise AssertionError(f"{service} (pid {pid}) survived SIGKILL")
 
 
-async def _check_store(cluster: LocalCluster, library: str, sample: int) -> None:
+async def check_store(
+    cluster: LocalCluster,
+    library: str,
+    sample: int,
+    acknowledged_by_library: dict[str, set[str]] = ACKNOWLEDGED,
+) -> None:
     """Consistency of the whole store, and a close look at `sample` documents of `library`."""
     async with sse_tools(cluster.gateway + "/sse") as tools:
         libraries = {
             lib["library"]: lib for lib in (await tools.call("list_libraries"))["libraries"]
         }
-        for name, acknowledged in ACKNOWLEDGED.items():
+        for name, acknowledged in acknowledged_by_library.items():
             listed = await tools.call("list_documents", library=name, limit=1000)
             docs = listed["documents"]
             assert listed["total"] == listed["count"] == len(docs), name
@@ -141,20 +146,19 @@ async def _check_store(cluster: LocalCluster, library: str, sample: int) -> None
             assert len({h["chunk_index"] for h in hits}) == doc["chunk_count"]
 
 
-@pytest.mark.parametrize("victim", VICTIMS)
-def test_sigkill_mid_ingest_keeps_the_store_consistent(
-    crash_cluster: LocalCluster, victim: str, tmp_path: Path
-) -> None:
-    round_no = VICTIMS.index(victim)
-    library = f"crash-{victim}"
-    folder = _book_folder(tmp_path, library, round_no)
+def ingest_through_a_kill(
+    cluster: LocalCluster, victim: str, folder: Path, library: str
+) -> tuple[dict[str, Any], int, dict[str, Any]]:
+    """Ingest `folder` in the background, SIGKILL `victim` once two documents are stored,
+    restart it and wait for the ingest to end: (its outcome, documents stored before the
+    kill, the request)."""
     request = {"folder": str(folder), "library": library, "max_concurrency": 2}
     outcome: dict[str, Any] = {}
 
     def ingest() -> None:
         try:
             outcome["response"] = httpx.post(
-                crash_cluster.gateway + "/ingest_folder", json=request, timeout=600
+                cluster.gateway + "/ingest_folder", json=request, timeout=600
             )
         except httpx.HTTPError as exc:
             outcome["error"] = exc
@@ -162,16 +166,41 @@ def test_sigkill_mid_ingest_keeps_the_store_consistent(
     worker = threading.Thread(target=ingest, daemon=True)
     worker.start()
     deadline = time.monotonic() + 180
-    while (done_before := _documents_in(crash_cluster, library)) < 2:
+    while (done_before := _documents_in(cluster, library)) < 2:
         assert worker.is_alive(), f"the ingest ended before the kill: {outcome}"
         assert time.monotonic() < deadline, "the ingest made no progress"
         time.sleep(0.05)
     assert done_before < FILES_PER_ROUND, "the ingest finished before the kill"
 
-    _kill(crash_cluster, victim)
-    assert f"{victim}: started" in restart(crash_cluster)
+    _kill(cluster, victim)
+    assert f"{victim}: started" in restart(cluster)
     worker.join(timeout=600)
     assert not worker.is_alive(), "the ingest did not finish after the restart"
+    return outcome, done_before, request
+
+
+def answer_through_restarts(outcome: dict[str, Any]) -> dict[str, Any]:
+    """The ingest's answer when its caller's connection survived: every file accounted for,
+    and a file the retries could not save reported, not lost."""
+    response = outcome["response"]
+    assert response.status_code == 200, response.text
+    body: dict[str, Any] = response.json()
+    assert body["total_files"] == FILES_PER_ROUND
+    done = body["indexed"] + body["replaced"] + body["skipped"]
+    assert done + body["failed"] == FILES_PER_ROUND
+    for error in body["errors"]:
+        assert error["error_code"] == "service_unavailable", error
+    return body
+
+
+@pytest.mark.parametrize("victim", VICTIMS)
+def test_sigkill_mid_ingest_keeps_the_store_consistent(
+    crash_cluster: LocalCluster, victim: str, tmp_path: Path
+) -> None:
+    round_no = VICTIMS.index(victim)
+    library = f"crash-{victim}"
+    folder = _book_folder(tmp_path, library, round_no)
+    outcome, done_before, request = ingest_through_a_kill(crash_cluster, victim, folder, library)
 
     if victim == "gateway":
         # The caller's connection died with the gateway; running the ingest again finishes
@@ -184,19 +213,11 @@ def test_sigkill_mid_ingest_keeps_the_store_consistent(
         assert body["skipped"] >= done_before
         assert body["skipped"] + body["indexed"] + body["replaced"] == FILES_PER_ROUND
     else:
-        response = outcome["response"]
-        assert response.status_code == 200, response.text
-        body = response.json()
-        assert body["total_files"] == FILES_PER_ROUND
-        done = body["indexed"] + body["replaced"] + body["skipped"]
-        assert done + body["failed"] == FILES_PER_ROUND
-        # Retries outlast a restart; a file they could not save is reported, not lost.
-        for error in body["errors"]:
-            assert error["error_code"] == "service_unavailable", error
+        body = answer_through_restarts(outcome)
     ACKNOWLEDGED[library] = {r["doc_id"] for r in body["results"]}
     assert len(ACKNOWLEDGED[library]) == len(body["results"])
 
-    asyncio.run(_check_store(crash_cluster, library, sample=4))
+    asyncio.run(check_store(crash_cluster, library, sample=4))
 
 
 def test_concurrent_ingests_of_one_source_end_with_one_document(
@@ -272,4 +293,4 @@ def test_a_failed_re_ingest_leaves_the_old_version_searchable(
             ACKNOWLEDGED[library] = {first["doc_id"]}
 
     asyncio.run(go())
-    asyncio.run(_check_store(crash_cluster, library, sample=1))
+    asyncio.run(check_store(crash_cluster, library, sample=1))
