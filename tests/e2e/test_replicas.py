@@ -221,10 +221,14 @@ def test_killing_a_reader_mid_searches_loses_none(replicas: LocalCluster) -> Non
                     if done == 3:
                         some_done.set()
 
-            searches = [asyncio.create_task(counted(i)) for i in range(20)]
+            # Twelve start before the kill and eight right after it, all twenty at once: the
+            # index reads of the first ones may all be answered before the kill lands, so the
+            # later ones make sure that reads meet the dead reader.
+            searches = [asyncio.create_task(counted(i)) for i in range(12)]
             await some_done.wait()
             os.kill(victim, signal.SIGKILL)
             still_running = sum(1 for task in searches if not task.done())
+            searches += [asyncio.create_task(counted(i)) for i in range(12, 20)]
             results = list(await asyncio.gather(*searches))
             assert still_running >= 5, f"only {still_running} searches were left at the kill"
             return results
