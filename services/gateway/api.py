@@ -124,15 +124,22 @@ def _parse_metadata(raw: Any) -> dict[str, Any] | None:
     return value
 
 
-@router.post("/ingest_folder")
-async def ingest_folder(request: Request) -> JSONResponse:
-    require_write(caller_access.get(), "ingest_folder")
+async def _json_object(request: Request, required: str) -> dict[str, Any]:
+    """The request's JSON body, which must be an object (with at least `required`)."""
+    problem = f"the body must be a JSON object with at least '{required}'"
     try:
         body = await request.json()
     except ValueError as exc:
-        raise InvalidInputError("the body must be a JSON object with at least 'folder'") from exc
+        raise InvalidInputError(problem) from exc
     if not isinstance(body, dict):
-        raise InvalidInputError("the body must be a JSON object with at least 'folder'")
+        raise InvalidInputError(problem)
+    return body
+
+
+@router.post("/ingest_folder")
+async def ingest_folder(request: Request) -> JSONResponse:
+    require_write(caller_access.get(), "ingest_folder")
+    body = await _json_object(request, "folder")
     req = _validated(IngestFolderInput, body)
     require_library(caller_access.get(), req.library, "ingest_folder")
     result = await _library(request).ingest_folder(req, _HTTP)
@@ -142,12 +149,7 @@ async def ingest_folder(request: Request) -> JSONResponse:
 @router.post("/ingest_repo")
 async def ingest_repo(request: Request) -> JSONResponse:
     require_write(caller_access.get(), "ingest_repo")
-    try:
-        body = await request.json()
-    except ValueError as exc:
-        raise InvalidInputError("the body must be a JSON object with at least 'url'") from exc
-    if not isinstance(body, dict):
-        raise InvalidInputError("the body must be a JSON object with at least 'url'")
+    body = await _json_object(request, "url")
     req = _validated(IngestRepoInput, body)
     require_library(caller_access.get(), req.library, "ingest_repo")
     result = await _library(request).ingest_repo(req, _HTTP)

@@ -15,11 +15,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from libs.contracts import (
     MAX_LIST_LIMIT,
@@ -47,6 +47,26 @@ class FolderHooks:
 
 
 Key = TypeVar("Key", Path, str)
+
+
+def tally(files: Sequence[Key], outcomes: Mapping[Key, Outcome]) -> dict[str, Any]:
+    """The fields a folder or repository result shares, from the outcomes of the files that
+    ran (in the order of `files`): results, errors and the count of each status."""
+    done = [f for f in files if f in outcomes]
+    results = [o for f in done if isinstance(o := outcomes[f], IngestResult)]
+    errors = [
+        FolderError(file=str(f), error=o.message, error_code=o.error_code)
+        for f in done
+        if isinstance(o := outcomes[f], MvdbError)
+    ]
+    return {
+        "indexed": sum(r.status == "indexed" for r in results),
+        "replaced": sum(r.status == "replaced" for r in results),
+        "skipped": sum(r.status == "skipped" for r in results),
+        "failed": len(errors),
+        "results": results,
+        "errors": errors,
+    }
 
 
 async def run_bounded(
@@ -99,23 +119,11 @@ class FolderIngest:
         deleted: list[str] = []
         if req.prune and not stopped:
             deleted = await self._prune(root, req.library, scan)
-        done = [p for p in scan.files if p in outcomes]
-        results = [o for p in done if isinstance(o := outcomes[p], IngestResult)]
-        errors = [
-            FolderError(file=str(p), error=o.message, error_code=o.error_code)
-            for p in done
-            if isinstance(o := outcomes[p], MvdbError)
-        ]
         return FolderIngestResult(
             folder=str(root),
             library=req.library,
             total_files=len(scan.files),
-            indexed=sum(r.status == "indexed" for r in results),
-            replaced=sum(r.status == "replaced" for r in results),
-            skipped=sum(r.status == "skipped" for r in results),
-            failed=len(errors),
-            results=results,
-            errors=errors,
+            **tally(scan.files, outcomes),
             ignored_files=[str(p) for p in scan.ignored],
             deleted=len(deleted),
             deleted_sources=deleted,

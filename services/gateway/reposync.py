@@ -22,15 +22,13 @@ from pathlib import Path
 
 from libs.contracts import (
     MAX_LIST_LIMIT,
-    FolderError,
     IngestRepoInput,
-    IngestResult,
     RepoIngestResult,
 )
 from libs.errors import MvdbError, NotFoundError, TooLargeError
 from libs.telemetry import tell_caller
 from services.gateway.consistency import reading_from_writer
-from services.gateway.folders import FolderHooks, Outcome, run_bounded
+from services.gateway.folders import FolderHooks, Outcome, run_bounded, tally
 from services.gateway.pipeline import Pipeline
 from services.gateway.repos import CloneLimits, checkout, conversion_name, repo_url, walk
 
@@ -79,23 +77,11 @@ class RepoIngest:
         if req.prune and not stopped:
             present = {f"{url}#{path}" for path in found.files}
             deleted = await self._prune({d: s for d, s in indexed.items() if s not in present})
-        done = [p for p in found.files if p in outcomes]
-        results = [o for p in done if isinstance(o := outcomes[p], IngestResult)]
-        errors = [
-            FolderError(file=p, error=o.message, error_code=o.error_code)
-            for p in done
-            if isinstance(o := outcomes[p], MvdbError)
-        ]
         return RepoIngestResult(
             folder=url,
             library=req.library,
             total_files=len(found.files),
-            indexed=sum(r.status == "indexed" for r in results),
-            replaced=sum(r.status == "replaced" for r in results),
-            skipped=sum(r.status == "skipped" for r in results),
-            failed=len(errors),
-            results=results,
-            errors=errors,
+            **tally(found.files, outcomes),
             ignored_files=found.ignored,
             deleted=len(deleted),
             deleted_sources=deleted,
