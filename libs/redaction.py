@@ -101,8 +101,3 @@ def scrub(text: str) -> str:
 def redact_uri(uri: str) -> str:
     """A URI fit to show: `scrub`bed (user information, secret query parameters, secrets)."""
     return scrub(uri)
-
-
-def redact_options(options: Mapping[str, str]) -> dict[str, str]:
-    """Storage options fit to show: the secret-looking values masked."""
-    return {k: MASK if is_secret_name(k) else scrub(v) for k, v in options.items()}

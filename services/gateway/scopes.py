@@ -15,7 +15,7 @@ a JWT access token gives what its `scope` / `scp` claim and the libraries claim 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -38,10 +38,6 @@ class Grant:
 
     def may_use(self, library: str) -> bool:
         return self.libraries is None or library in self.libraries
-
-    def visible(self, libraries: Iterable[str]) -> list[str]:
-        """The given libraries this grant may see, in their order."""
-        return [name for name in libraries if self.may_use(name)]
 
 
 FULL = Grant(frozenset({"read", "write"}))
