@@ -22,7 +22,7 @@ from lancedb.table import AsyncTable, Table
 
 from services.index.settings import IndexSettings
 from services.index.store import meta
-from services.index.store.schema import CHUNKS, META
+from services.index.store.schema import META
 from services.index.store.state import StoreState
 
 log = logging.getLogger(__name__)
@@ -57,7 +57,11 @@ def partitions_for(rows: int) -> int:
 
 def maybe_build(state: StoreState, chunks: Table) -> None:
     """Build the index past the threshold, or again once the table has outgrown it (see the
-    module docstring). Runs under the write lock, from `optimize`."""
+    module docstring). Runs from `optimize`, on its own handle of the chunks table and
+    without the write lock (a build at a million rows takes a minute or two, and an index
+    commit does not conflict with the appends and deletes landing meanwhile: the rows they
+    add are searched exactly until the next fold); the partition count is recorded under
+    the lock."""
     rows = chunks.count_rows()
     if rows < state.settings.index_vector_index_min_rows:
         return
@@ -65,11 +69,12 @@ def maybe_build(state: StoreState, chunks: Table) -> None:
     if state.ivf_partitions and partitions < 2 * state.ivf_partitions:
         return
     started = time.perf_counter()
-    state.guard.check([(CHUNKS, chunks)])
     chunks.create_index("vector", config=IvfSq(distance_type="cosine", num_partitions=partitions))
-    state.guard.committed(CHUNKS, chunks, commits=None)
-    before, state.ivf_partitions = state.ivf_partitions, partitions
-    state.guard.committed(META, meta.record(state.db, meta.IVF_PARTITIONS_KEY, str(partitions)))
+    with state.write_lock:
+        before, state.ivf_partitions = state.ivf_partitions, partitions
+        state.guard.refuse_if_conflicted()
+        record = meta.record(state.db, meta.IVF_PARTITIONS_KEY, str(partitions))
+        state.guard.committed(META, record)
     log.info(
         "rebuilt the approximate vector index" if before else "built the approximate vector index",
         extra={

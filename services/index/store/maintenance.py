@@ -4,7 +4,20 @@ indexes (`optimize`), due after `INDEX_OPTIMIZE_EVERY_WRITES` writes or
 have paused for `INDEX_OPTIMIZE_QUIET_S`. Rows not yet folded are still searched (exactly),
 so maintenance only keeps searches fast: until it runs, every write's small fragment is read
 on its own and its rows are scanned flat (measured after a 60-document ingest: index search
-p50 28.8 ms before an optimize of 0.2 s, 11.3 ms after)."""
+p50 28.8 ms before an optimize of 0.2 s, 11.3 ms after).
+
+A fold does not hold writes up. It takes the write lock only to start (the guard's look at
+the tables, the write count it folds) and to finish (recording its commits with the writer
+guard); Lance's optimize and a vector-index build run in between on table handles of the
+fold's own, while writes go on. Lance commits optimistically and rebases: an append, delete
+or merge that lands during a compaction or an index commit is kept (and its rows, not yet in
+the indexes, are searched exactly until the next fold); a compaction whose rewritten rows a
+write deleted meanwhile fails, leaving the table as it was, and is tried again from the
+latest version (`_fold_with_retries`), nothing lost. At a million
+chunks a fold took 10 s to 2 minutes, every write waiting, while it held the lock
+(docs/benchmarks.md). The writer guard takes the fold's commits as this process's
+(`writer_guard.folding`), and still catches a foreign writer's.
+"""
 
 from __future__ import annotations
 
@@ -12,11 +25,17 @@ import logging
 import time
 from datetime import timedelta
 
+from lancedb.table import Table
+
 from services.index.store import ann
 from services.index.store.schema import CHUNKS, DOCUMENTS
 from services.index.store.state import StoreState
 
 log = logging.getLogger(__name__)
+
+# Tries of one table's fold against writes that keep deleting rows it rewrites; after them
+# the fold fails and the maintenance task tries again an interval later.
+_FOLD_ATTEMPTS = 3
 
 
 def seconds_until_due(state: StoreState) -> float | None:
@@ -40,18 +59,60 @@ def optimize_due(state: StoreState) -> bool:
 
 def optimize(state: StoreState) -> None:
     """Compact small files and fold new rows into the indexes, incrementally; build the
-    vector index when the table has grown enough (`ann.maybe_build`)."""
+    vector index when the table has grown enough (`ann.maybe_build`). Writes go on
+    meanwhile (see the module docstring); one fold runs at a time."""
     retention = timedelta(seconds=state.settings.index_version_retention_s)
-    with state.write_lock:
-        started = time.perf_counter()
-        state.guard.check([(DOCUMENTS, state.documents), (CHUNKS, state.chunks)])
-        for name, table in ((DOCUMENTS, state.documents), (CHUNKS, state.chunks)):
-            if table is not None:
-                table.optimize(cleanup_older_than=retention)
-                state.guard.committed(name, table, commits=None)
-        if state.chunks is not None:
-            ann.maybe_build(state, state.chunks)
-            ann.prewarm(state.settings, state.chunks)
-        state.writes_since_optimize = 0
-        state.dirty_since = None
+    with state.fold_lock, state.guard.folding():
+        with state.write_lock:
+            state.guard.check([(DOCUMENTS, state.documents), (CHUNKS, state.chunks)])
+            names = [n for n, t in ((DOCUMENTS, state.documents), (CHUNKS, state.chunks)) if t]
+            # The writes this fold takes in; those landing while it runs wait for the next.
+            taken = state.writes_since_optimize
+        began, started = time.monotonic(), time.perf_counter()
+        try:
+            for name in names:
+                table = state.db.open_table(name)
+                _fold_with_retries(name, table, retention)
+                if name == CHUNKS:
+                    ann.maybe_build(state, table)
+        finally:
+            with state.write_lock:
+                # Brings the write handles to the fold's last commits and records them.
+                state.guard.check([(DOCUMENTS, state.documents), (CHUNKS, state.chunks)])
+        with state.write_lock:
+            _folded(state, taken, began)
+    if state.chunks is not None:
+        ann.prewarm(state.settings, state.chunks)
     log.info("optimized the index", extra={"fields": {"seconds": time.perf_counter() - started}})
+
+
+def _folded(state: StoreState, writes: int, began: float) -> None:
+    """A fold that began at `began` took in `writes` writes: those that came while it ran
+    are still to fold (the first of them no earlier than `began`)."""
+    state.writes_since_optimize = max(0, state.writes_since_optimize - writes)
+    state.dirty_since = began if state.writes_since_optimize else None
+
+
+def _fold_with_retries(name: str, table: Table, retention: timedelta) -> None:
+    """`fold_table` from the latest version, again when it fails: a compaction loses to a
+    write that deleted some of the rows it rewrote meanwhile (Lance: "retryable commit
+    conflict"), and the next try plans from that write's version. Lance's optimize is
+    incremental, so a retry redoes only what the failed try did not commit."""
+    for attempt in range(1, _FOLD_ATTEMPTS + 1):
+        table.checkout_latest()  # type: ignore[no-untyped-call]
+        try:
+            fold_table(table, retention)
+            return
+        except Exception as exc:
+            if attempt == _FOLD_ATTEMPTS:
+                raise
+            log.warning(
+                "a fold lost to a concurrent write; trying again",
+                extra={"fields": {"table": name, "attempt": attempt, "error": str(exc)}},
+            )
+
+
+def fold_table(table: Table, retention: timedelta) -> None:
+    """Lance's optimize of one table: compaction, the indexes' new rows folded in, versions
+    older than `retention` removed; several commits."""
+    table.optimize(cleanup_older_than=retention)

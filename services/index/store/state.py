@@ -4,7 +4,8 @@ the write bookkeeping maintenance reads, and the caches searches keep. The other
 are functions over it; none of them keeps state of its own.
 
 Locks: `write_lock` serialises writes (and the rare read that must wait for them, see
-`snapshot`); `handles_lock` guards opening the tables, which readers may also trigger.
+`snapshot`); `handles_lock` guards opening the tables, which readers may also trigger;
+`fold_lock` lets one fold (`maintenance.optimize`) run at a time, beside the writes.
 """
 
 from __future__ import annotations
@@ -105,6 +106,7 @@ class StoreState:
         self.db = location.connect(settings, session)
         self.write_lock = threading.RLock()
         self.handles_lock = threading.Lock()
+        self.fold_lock = threading.Lock()
         self.documents: Table | None = None
         self.chunks: Table | None = None
         self.stamp: ModelStamp | None = None

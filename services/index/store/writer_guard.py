@@ -15,7 +15,16 @@ tables it writes:
   `concurrent_writer`);
 - after each commit (`committed`) it records the new version; a single commit that landed
   more than one version further was rebased over a foreign one, which is a conflict too.
-  Maintenance (optimize, index builds) makes several versions and is only recorded.
+
+Maintenance (`maintenance.optimize`: compaction, folding new rows into the indexes, vector
+index builds) runs without the write lock, on table handles of its own, so its commits land
+between this process's writes like another writer's would. While a fold runs (`folding`), a
+version a write did not expect is accepted when every commit in between is a fold's: one that
+leaves the table's rows as they were (Lance's per-version summary: the same live row count,
+no row added to the data files). Compaction and index commits are such; every append,
+delete, update or merge a writer makes changes one of the two, so a foreign writer is still
+caught, during a fold as at any other time. When the fold ends, `check` under the write lock
+takes its last commits as this process's.
 
 Checking both `documents` and `chunks` before every step of a replace makes the losing
 interleaving impossible when both processes run this guard: of two replaces of one source,
@@ -30,7 +39,9 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
 
 from lancedb.table import Table
 
@@ -51,6 +62,8 @@ class WriterGuard:
         self.conflict: str | None = None
         self._versions: dict[str, int] = {}
         self._lock = threading.Lock()
+        # Folds running in this process (`folding`); their commits are not a conflict.
+        self._folds = 0
 
     def adopt(self, tables: Iterable[Named]) -> None:
         """Take the tables' current versions as this process's (0 for a table absent)."""
@@ -76,8 +89,10 @@ class WriterGuard:
                 # First met (a table this process opened lazily, or an empty one just
                 # created): nothing in it was written by another process yet.
                 self._versions[name] = found
-            elif found != mine:
+            elif found != mine and not self._folds_only(table, mine, found):
                 self._found(f"table {name!r} is at version {found}, this process wrote {mine}")
+            else:
+                self._versions[name] = found
         self.refuse_if_conflicted()
 
     def committed(self, name: str, table: Table, *, commits: int | None = 1) -> None:
@@ -87,12 +102,39 @@ class WriterGuard:
         if not self.enabled:
             return
         found, mine = table.version, self._versions.get(name)
-        if commits is not None and mine and found > mine + commits:
+        if (
+            commits is not None
+            and mine
+            and found > mine + commits
+            and not self._folds_only(table, mine, found - commits)
+        ):
             self._found(
                 f"a commit to table {name!r} landed at version {found}, not {mine + commits}: "
                 "another process committed in between"
             )
         self._versions[name] = found
+
+    @contextmanager
+    def folding(self) -> Iterator[None]:
+        """While a fold of this process runs: its commits are taken as this process's."""
+        with self._lock:
+            self._folds += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._folds -= 1
+
+    def _folds_only(self, table: Table, after: int, upto: int) -> bool:
+        """Whether a fold of this process is running and versions `after`+1 .. `upto` of
+        `table` all leave its rows as they were (see the module docstring)."""
+        if not self._folds:
+            return False
+        summaries = {v["version"]: v.get("metadata") or {} for v in table.list_versions()}
+        return all(
+            fold_like(summaries.get(version - 1), summaries.get(version))
+            for version in range(after + 1, upto + 1)
+        )
 
     def _found(self, detail: str) -> None:
         with self._lock:
@@ -104,3 +146,17 @@ class WriterGuard:
                 "another process writes this store; refusing every write until restarted",
                 extra={"fields": {"lancedb_uri": self.uri, "detail": detail}},
             )
+
+
+def fold_like(before: Mapping[str, Any] | None, after: Mapping[str, Any] | None) -> bool:
+    """Whether the commit from summary `before` to `after` left the rows as they were: the
+    same live rows and no row added to the data files (compaction removes deleted rows from
+    them; an index commit changes neither). False when a summary is missing."""
+    if before is None or after is None:
+        return False
+    try:
+        same_rows = int(after["total_rows"]) == int(before["total_rows"])
+        added = int(after["total_data_file_rows"]) > int(before["total_data_file_rows"])
+    except (KeyError, TypeError, ValueError):
+        return False
+    return same_rows and not added
