@@ -137,6 +137,7 @@ def alternate_ingests(
     per_doc: dict[str, list[float]] = {name: [] for name in clusters}
     ids: dict[str, list[str]] = {name: [] for name in clusters}
     names = list(clusters)
+    folds_before = {name: folds(cluster) for name, cluster in clusters.items()}
     for r in range(rounds):
         folder = work / f"ingest-{stamp}-{r}"
         write_folder(folder, prose_documents(docs, 150, offset=5000 + r * docs * 2))
@@ -146,6 +147,7 @@ def alternate_ingests(
             per_doc[name].append(took / docs)
             ids[name].extend(res["doc_id"] for res in body["results"])
             print(f"ingest round {r} {name}: {1000 * took / docs:.0f} ms/doc", file=sys.stderr)
+    folds_after = {name: folds(cluster) for name, cluster in clusters.items()}
     with httpx.Client(timeout=600) as client:
         for name, doc_ids in ids.items():
             for doc_id in doc_ids:
@@ -157,9 +159,24 @@ def alternate_ingests(
         }
         for name, values in per_doc.items()
     }
+    for name in clusters:
+        count = folds_after[name][0] - folds_before[name][0]
+        seconds = folds_after[name][1] - folds_before[name][1]
+        out[name]["folds"] = {"count": round(count), "seconds": round(seconds, 1)}
     out["documents_per_round"] = docs
     out["ratio_large_to_small"] = round(out["large"]["ms_per_doc"] / out["small"]["ms_per_doc"], 3)
     return out
+
+
+def folds(cluster: LocalCluster) -> tuple[float, float]:
+    """The index's folds so far and their seconds in all (`mvdb_index_optimize_seconds`)."""
+    text = httpx.get(cluster.index + "/metrics", timeout=30).raise_for_status().text
+    values = {"count": 0.0, "sum": 0.0}
+    for line in text.splitlines():
+        for key in values:
+            if line.startswith(f"mvdb_index_optimize_seconds_{key} "):
+                values[key] = float(line.split()[1])
+    return values["count"], values["sum"]
 
 
 def measure(args: argparse.Namespace) -> dict[str, Any]:
