@@ -58,8 +58,9 @@ class IndexSettings(CommonSettings):
         default=500,
         ge=1,
         description="Fold new rows into the indexes (optimize) after this many writes; "
-        "optimize holds the write lock and costs more as the table grows, so a busy ingest "
-        "should not pay for it every few documents (unfolded rows are still searched)",
+        "a fold runs beside the writes but costs CPU and more as the table grows (10-20 s "
+        "at a million chunks), so a busy ingest should not pay for it every few documents "
+        "(unfolded rows are still searched)",
     )
     index_optimize_interval_s: float = Field(
         default=60.0,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -220,3 +221,31 @@ def test_fold_like_commits() -> None:
     assert not fold_like(base, {"total_rows": "9", "total_data_file_rows": "12"})  # delete
     assert not fold_like(base, {"total_rows": "10", "total_data_file_rows": "13"})  # update
     assert not fold_like(base, {}) and not fold_like(None, base)
+
+
+def test_a_fold_whose_cleanup_removes_the_version_it_started_from_is_not_a_conflict(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The fold's cleanup removes old versions, the one it started from included when that
+    one is older than INDEX_VERSION_RETENTION_S (here: every version but the latest); the
+    guard still tells the fold's commits from a foreign writer's."""
+    # The fold keeps what was written since it began and 1 s more (600 s in the service):
+    # the version it starts from, 1.5 s old, is removed; its own commits are not.
+    monkeypatch.setattr(maintenance, "_KEEP_S", 1.0)
+    store = IndexStore(settings_for(tmp_path, index_version_retention_s=0))
+    kept = {}
+    for i in range(4):
+        kept[f"d{i}.md"] = store.upsert(upsert_request(f"d{i}.md", [f"doc {i} words"], seed=i))
+    store.delete(kept.pop("d0.md").doc_id)  # deleted rows: the compaction rewrites
+    time.sleep(1.5)
+    store.optimize()
+    assert store.state.guard.conflict is None
+    assert store.state.documents is not None
+    assert min(v["version"] for v in store.state.documents.list_versions()) > 1
+    late = store.upsert(upsert_request("late.md", ["late words"], seed=9))
+    time.sleep(1.5)
+    store.optimize()
+    assert store.state.guard.conflict is None
+    expected = {source: found.doc_id for source, found in kept.items()}
+    assert_complete(store, {**expected, "late.md": late.doc_id})
+    store.close()

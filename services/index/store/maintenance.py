@@ -36,6 +36,10 @@ log = logging.getLogger(__name__)
 # Tries of one table's fold against writes that keep deleting rows it rewrites; after them
 # the fold fails and the maintenance task tries again an interval later.
 _FOLD_ATTEMPTS = 3
+# A fold's cleanup keeps the versions made since it began, and this much more, whatever
+# INDEX_VERSION_RETENTION_S says: the writer guard compares the writes' versions with the
+# fold's (`writer_guard.folding`); the next fold removes them.
+_KEEP_S = 600.0
 
 
 def seconds_until_due(state: StoreState) -> float | None:
@@ -65,6 +69,7 @@ def optimize(state: StoreState) -> None:
     with state.fold_lock, state.guard.folding():
         with state.write_lock:
             state.guard.check([(DOCUMENTS, state.documents), (CHUNKS, state.chunks)])
+            state.guard.remember([(DOCUMENTS, state.documents), (CHUNKS, state.chunks)])
             names = [n for n, t in ((DOCUMENTS, state.documents), (CHUNKS, state.chunks)) if t]
             # The writes this fold takes in; those landing while it runs wait for the next.
             taken = state.writes_since_optimize
@@ -72,7 +77,9 @@ def optimize(state: StoreState) -> None:
         try:
             for name in names:
                 table = state.db.open_table(name)
-                _fold_with_retries(name, table, retention)
+                # The versions written since the fold began stay for the guard to read.
+                keep = max(retention, timedelta(seconds=time.monotonic() - began + _KEEP_S))
+                _fold_with_retries(name, table, keep)
                 if name == CHUNKS:
                     ann.maybe_build(state, table)
         finally:

@@ -64,6 +64,9 @@ class WriterGuard:
         self._lock = threading.Lock()
         # Folds running in this process (`folding`); their commits are not a conflict.
         self._folds = 0
+        # Per table, version summaries seen while folding (`remember`, `_folds_only`): the
+        # fold's cleanup may remove the versions it compares against.
+        self._summaries: dict[str, dict[int, Mapping[str, Any]]] = {}
 
     def adopt(self, tables: Iterable[Named]) -> None:
         """Take the tables' current versions as this process's (0 for a table absent)."""
@@ -89,7 +92,7 @@ class WriterGuard:
                 # First met (a table this process opened lazily, or an empty one just
                 # created): nothing in it was written by another process yet.
                 self._versions[name] = found
-            elif found != mine and not self._folds_only(table, mine, found):
+            elif found != mine and not self._folds_only(name, table, mine, found):
                 self._found(f"table {name!r} is at version {found}, this process wrote {mine}")
             else:
                 self._versions[name] = found
@@ -106,7 +109,7 @@ class WriterGuard:
             commits is not None
             and mine
             and found > mine + commits
-            and not self._folds_only(table, mine, found - commits)
+            and not self._folds_only(name, table, mine, found - commits)
         ):
             self._found(
                 f"a commit to table {name!r} landed at version {found}, not {mine + commits}: "
@@ -124,13 +127,28 @@ class WriterGuard:
         finally:
             with self._lock:
                 self._folds -= 1
+                if not self._folds:
+                    self._summaries.clear()
 
-    def _folds_only(self, table: Table, after: int, upto: int) -> bool:
+    def remember(self, tables: Iterable[Named]) -> None:
+        """At the start of a fold, under the write lock and after `check`: keep the
+        summaries of the versions the fold starts from, which its own cleanup may remove
+        (a version older than `INDEX_VERSION_RETENTION_S` that is no longer the latest)."""
+        for name, table in tables:
+            if self.enabled and table is not None:
+                self._summaries_of(name, table)
+
+    def _summaries_of(self, name: str, table: Table) -> dict[int, Mapping[str, Any]]:
+        known = self._summaries.setdefault(name, {})
+        known.update({v["version"]: v.get("metadata") or {} for v in table.list_versions()})
+        return known
+
+    def _folds_only(self, name: str, table: Table, after: int, upto: int) -> bool:
         """Whether a fold of this process is running and versions `after`+1 .. `upto` of
         `table` all leave its rows as they were (see the module docstring)."""
         if not self._folds:
             return False
-        summaries = {v["version"]: v.get("metadata") or {} for v in table.list_versions()}
+        summaries = self._summaries_of(name, table)
         return all(
             fold_like(summaries.get(version - 1), summaries.get(version))
             for version in range(after + 1, upto + 1)
