@@ -77,7 +77,8 @@ class IndexSettings(CommonSettings):
     index_version_retention_s: float = Field(
         default=3600.0,
         ge=0,
-        description="Optimize removes table versions older than this (time travel window)",
+        description="Optimize removes table versions older than this (time travel window); "
+        "a fold keeps those written since it began, and 10 minutes more",
     )
     index_read_consistency_s: float = Field(
         default=5.0,
