@@ -51,6 +51,7 @@ from bench.perf_measure import (
     index_counts,
     ingest_folder,
     mcp_latencies,
+    search_overhead,
 )
 from services.entrypoints.cluster import local_env, running
 
@@ -116,6 +117,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             latencies = asyncio.run(mcp_latencies(cluster, queries, warmup))
             entry = {"chunks": counts["chunks"], "bulk_load_s": round(took, 1), **latencies}
             entry["hops"] = hop_latencies(cluster, queries[:100])
+            entry["overhead"] = asyncio.run(search_overhead(cluster, queries, warmup))
             entry["vector_index"] = ann_recall(cluster, query_vecs)
             report.setdefault("search", []).append(entry)
             print(json.dumps(entry), file=sys.stderr, flush=True)
