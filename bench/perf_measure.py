@@ -164,9 +164,7 @@ def _index_search(client: httpx.Client, cluster: LocalCluster, q: str, vector: s
     client.post(cluster.index + "/search", json=body).raise_for_status()
 
 
-def _direct_search(
-    client: httpx.Client, cluster: LocalCluster, q: str
-) -> tuple[float, float, str]:
+def _direct_search(client: httpx.Client, cluster: LocalCluster, q: str) -> tuple[float, float, str]:
     """The two hops of a search sent straight to the services, one after the other as the
     gateway sends them: (embedding seconds, index seconds, the query vector)."""
     t0 = time.perf_counter()
