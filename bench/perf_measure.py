@@ -4,6 +4,7 @@ index against exact search."""
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from dataclasses import dataclass, field
@@ -238,6 +239,54 @@ async def search_overhead(
         "streamable_http_search_p50_ms": round(1000 * p50["http"], 2),
         "streamable_http_ratio": round(p50["http"] / parts, 3),
         "queries": len(queries),
+    }
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU time of one process (all its threads), from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def cpu_per_search(cluster: LocalCluster, queries: list[str]) -> dict[str, float]:
+    """CPU milliseconds each process spends per search (user + system, every thread), over
+    the MCP searches (SSE) and then over the same queries' two hops sent straight to the
+    services: where the rest of an MCP search goes, free of the waits for a core that make
+    wall-clock profiles of a loaded machine hard to read. `client` is this process (the MCP
+    SDK's client, or httpx for the hops). Clock ticks are 10 ms: use 100+ queries."""
+    from mcp import ClientSession
+    from mcp.client.sse import sse_client
+
+    pids = {name: cluster.pid(name) for name in ("gateway", "embedder", "index")}
+    procs = {name: pid for name, pid in pids.items() if pid is not None}
+    procs["client"] = os.getpid()
+
+    def sample() -> dict[str, float]:
+        return {name: _cpu_seconds(pid) for name, pid in procs.items()}
+
+    def per_search(before: dict[str, float]) -> dict[str, float]:
+        after = sample()
+        return {k: round(1000 * (after[k] - before[k]) / len(queries), 2) for k in procs}
+
+    async with (
+        sse_client(cluster.gateway + "/sse", timeout=30, sse_read_timeout=600) as (read, write),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        await session.call_tool("search", {"query": queries[0], "top_k": 10})
+        before = sample()
+        for q in queries:
+            await session.call_tool("search", {"query": q, "top_k": 10})
+        mcp = per_search(before)
+    with httpx.Client(timeout=60) as client:
+        _direct_search(client, cluster, queries[0])
+        before = sample()
+        for q in queries:
+            _direct_search(client, cluster, q)
+        direct = per_search(before)
+    return {
+        **{f"mcp_{k}_cpu_ms": v for k, v in mcp.items()},
+        **{f"direct_{k}_cpu_ms": v for k, v in direct.items()},
     }
 
 

@@ -34,7 +34,7 @@ from bench.perf_corpus import (
     raw_fastembed,
     write_folder,
 )
-from bench.perf_measure import index_counts, ingest_folder, search_overhead
+from bench.perf_measure import cpu_per_search, index_counts, ingest_folder, search_overhead
 from services.entrypoints.cluster import local_env, running
 
 
@@ -45,7 +45,10 @@ def _load_average() -> float:
 def run(args: argparse.Namespace) -> dict[str, Any]:
     workdir = Path(tempfile.mkdtemp(prefix="mvdb-perf-search-"))
     env = local_env(workdir / "var", LOG_LEVEL="WARNING", **dict(args.env))
-    report: dict[str, Any] = {"cores": os.cpu_count(), "command": " ".join(sys.argv)}
+    report: dict[str, Any] = {
+        "cores": os.cpu_count(),
+        "command": "python -m bench.perf_search " + " ".join(sys.argv[1:]),
+    }
     rng = np.random.default_rng(7)
     all_queries = list(load(SCIFACT).queries.values())
     queries = all_queries[: args.queries]
@@ -70,6 +73,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 measured["load_average_1m"] = _load_average()
                 entry["rounds"].append(measured)
                 print(json.dumps({"chunks": entry["chunks"], **measured}), file=sys.stderr)
+            if args.cpu:
+                entry["cpu_per_search"] = asyncio.run(cpu_per_search(cluster, queries))
+                print(json.dumps(entry["cpu_per_search"]), file=sys.stderr)
             ratios = sorted(r["ratio_mcp_to_embed_plus_index"] for r in entry["rounds"])
             entry["ratio_median"] = ratios[len(ratios) // 2]
             report.setdefault("search", []).append(entry)
@@ -83,6 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--queries", type=int, default=150)
     parser.add_argument("--warmup-queries", type=int, default=30)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--cpu", action="store_true", help="also CPU ms per search of each process")
     parser.add_argument("--json", type=Path, default=Path("var/bench/perf_search.json"))
     add_env_option(parser)
     args = parser.parse_args(argv)
