@@ -205,9 +205,8 @@ async def load(cluster: LocalCluster, args: argparse.Namespace, workdir: Path) -
     if args.no_ingest or args.no_compare:
         result = await window(cluster, args, queries, None if args.no_ingest else folder)
         return {**result, "seed_chunks": seed_chunks}
-    # Issue 19, goal 5: the three phases of one run, and their ratios.
     alone = await window(cluster, args, queries, None)
-    during = await window(cluster, args, queries, folder)
+    during = await window(cluster, args, queries, folder, drain=True)
     other = workdir / "folder-alone"
     write_folder(other, text, args.files, args.file_chars, start=args.files * args.file_chars)
     before = int(httpx.get(cluster.index + "/info", timeout=30).json()["chunks"])
@@ -239,15 +238,18 @@ def _ratio(a: Any, b: Any, keys: tuple[str, ...]) -> float:
     return round(float(a) / float(b), 3)
 
 
-def _load() -> float:
+def _load() -> float:  # the 1-minute load average
     return round(os.getloadavg()[0], 2)
 
 
 async def window(
-    cluster: LocalCluster, args: argparse.Namespace, queries: list[str], folder: Path | None
+    cluster: LocalCluster,
+    args: argparse.Namespace,
+    queries: list[str],
+    folder: Path | None,
+    drain: bool = False,
 ) -> dict[str, Any]:
-    """`--sessions` sessions searching for `--duration` seconds, with `folder` ingested
-    meanwhile when one is given."""
+    """`--sessions` sessions searching for `--duration` s, `folder` ingested meanwhile."""
     stats = SearchStats()
     progress = Progress()
     load_before = os.getloadavg()[0]
@@ -269,6 +271,8 @@ async def window(
     ingest_result: dict[str, Any] | None = None
     if ingest is not None and ingest.done():
         ingest_result = ingest.result()
+    elif ingest is not None and drain:
+        await ingest  # phases follow: none may start while this folder is still ingesting
     elif ingest is not None:
         ingest.cancel()
 
