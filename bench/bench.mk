@@ -1,8 +1,11 @@
 # Load benchmark targets, included from the Makefile (`include bench/bench.mk`).
 
-bench-load: install ## Load: one user's searches against a folder ingest, as ratios (INTERFERENCE_ARGS), then 20 MCP SSE sessions while a folder ingest runs (LOAD_ARGS="--duration 60 --sessions 20")
+bench-load: install ## Load: one user's searches against a folder ingest, as ratios (INTERFERENCE_ARGS), then 20 MCP SSE sessions alone, during a folder ingest, and the ingest alone, as ratios (LOAD_ARGS="--duration 60 --sessions 20")
 	$(PY) -m bench.interference $(INTERFERENCE_ARGS)
 	$(PY) -m bench.load $(LOAD_ARGS)
+
+bench-search: install ## MCP search p50 against query embedding + index search p50 at 10k/100k chunks, interleaved in one run (SEARCH_ARGS="--rounds 3 --cpu")
+	$(PY) -m bench.perf_search $(SEARCH_ARGS)
 
 bench-interference: install ## One user's searches during / right after a folder ingest, as ratios to idle and steady (INTERFERENCE_ARGS="--files 60 --settle 60")
 	$(PY) -m bench.interference $(INTERFERENCE_ARGS)

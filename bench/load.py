@@ -1,20 +1,22 @@
 """Load: concurrent MCP searches while a folder ingest runs, on a private local cluster.
 
     python -m bench.load [--sessions 20] [--duration 60] [--files 80] [--no-ingest]
-                         [--background] [--json PATH]
+                         [--no-compare] [--background] [--json PATH]
 
 Starts the four services like `make up` (free loopback ports, a temporary var directory
 and LanceDB), indexes a few seed documents so that searches have something to find, then
-for `--duration` seconds runs `--sessions` MCP SSE sessions, each searching in a loop with
-varied queries (word windows drawn from the same novel), while `POST /ingest_folder` works
-through `--files` real-text files. Everything stays on loopback.
+runs three phases: `--sessions` MCP SSE sessions searching in a loop with varied queries
+(word windows drawn from the same novel) for `--duration` seconds alone; the same while
+`POST /ingest_folder` works through `--files` real-text files; a second folder of the same
+size ingested alone. Everything stays on loopback.
 
 Reported: errors (goal: zero: failed calls, error results, sessions that could not open),
 searches done and per second, search latency p50/p95/p99/max as the client sees it (query
-embedding included), and ingest progress during the window (files done of total, chunks
-indexed per second), with the machine's load average before and after, since other work on
-the machine weighs on every figure. `--no-ingest` runs the searches alone, for comparison;
-`--background` runs the folder as a background job (followed with `GET /jobs/{id}`).
+embedding included), ingest progress (files done, chunks indexed per second), the load
+average, and the ratios within the run (issue 19, goal 5): searches/s, p50 and p95 during
+the ingest against alone, and the ingest's chunks/s with the searches against alone, with
+the command. `--no-compare` runs only the middle phase, `--no-ingest` only the first;
+`--background` runs the folders as background jobs (followed with `GET /jobs/{id}`).
 """
 
 from __future__ import annotations
@@ -59,9 +61,6 @@ class Progress:
     samples: list[tuple[float, int, int]] = field(default_factory=list)
 
 
-# ------------------------------------------------------------------------ corpus
-
-
 def book_text() -> str:
     if not BOOK.is_file():
         raise SystemExit(f"the novel used as corpus is missing: {BOOK}")
@@ -84,9 +83,6 @@ def make_queries(text: str, count: int, rng: random.Random) -> list[str]:
         at = rng.randrange(0, len(words) - size)
         queries.append(" ".join(words[at : at + size]))
     return queries
-
-
-# --------------------------------------------------------------------- the load
 
 
 def _payload(result: Any) -> dict[str, Any]:
@@ -206,14 +202,61 @@ async def load(cluster: LocalCluster, args: argparse.Namespace, workdir: Path) -
     queries = make_queries(text, 500, rng)
     folder = workdir / "folder"
     write_folder(folder, text, args.files, args.file_chars, start=0)
+    if args.no_ingest or args.no_compare:
+        result = await window(cluster, args, queries, None if args.no_ingest else folder)
+        return {**result, "seed_chunks": seed_chunks}
+    alone = await window(cluster, args, queries, None)
+    during = await window(cluster, args, queries, folder, drain=True)
+    other = workdir / "folder-alone"
+    write_folder(other, text, args.files, args.file_chars, start=args.files * args.file_chars)
+    before = int(httpx.get(cluster.index + "/info", timeout=30).json()["chunks"])
+    solo = await run_ingest(cluster, other, args.ingest_concurrency, args.background)
+    solo_chunks = int(httpx.get(cluster.index + "/info", timeout=30).json()["chunks"]) - before
+    compared = {
+        "searches_per_s_during_ingest_to_alone": ("searches_per_s",),
+        "p50_during_ingest_to_alone": ("latency_ms", "p50"),
+        "p95_during_ingest_to_alone": ("latency_ms", "p95"),
+    }
+    ratios = {name: _ratio(during, alone, keys) for name, keys in compared.items()}
+    rate = solo_chunks / solo["_seconds"]
+    ratios["ingest_chunks_per_s_with_searches_to_alone"] = round(
+        during["ingest"]["chunks_per_s"] / rate, 3
+    )
+    return {
+        **during,
+        "seed_chunks": seed_chunks,
+        "searches_alone": {k: alone[k] for k in ("searches", "searches_per_s", "latency_ms")},
+        "ingest_alone": {"chunks": solo_chunks, "chunks_per_s": round(rate, 1)},
+        "ratios": ratios,
+        "load_average_1m": {"before": alone["load_average_1m"]["before"], "after": _load()},
+    }
 
+
+def _ratio(a: Any, b: Any, keys: tuple[str, ...]) -> float:
+    for key in keys:
+        a, b = a[key], b[key]
+    return round(float(a) / float(b), 3)
+
+
+def _load() -> float:  # the 1-minute load average
+    return round(os.getloadavg()[0], 2)
+
+
+async def window(
+    cluster: LocalCluster,
+    args: argparse.Namespace,
+    queries: list[str],
+    folder: Path | None,
+    drain: bool = False,
+) -> dict[str, Any]:
+    """`--sessions` sessions searching for `--duration` s, `folder` ingested meanwhile."""
     stats = SearchStats()
     progress = Progress()
     load_before = os.getloadavg()[0]
     opened = time.monotonic()
     deadline = opened + args.duration
     ingest = None
-    if not args.no_ingest:
+    if folder is not None:
         ingest = asyncio.create_task(
             run_ingest(cluster, folder, args.ingest_concurrency, args.background)
         )
@@ -228,6 +271,8 @@ async def load(cluster: LocalCluster, args: argparse.Namespace, workdir: Path) -
     ingest_result: dict[str, Any] | None = None
     if ingest is not None and ingest.done():
         ingest_result = ingest.result()
+    elif ingest is not None and drain:
+        await ingest  # phases follow: none may start while this folder is still ingesting
     elif ingest is not None:
         ingest.cancel()
 
@@ -235,6 +280,8 @@ async def load(cluster: LocalCluster, args: argparse.Namespace, workdir: Path) -
     first, last = progress.samples[0], progress.samples[-1]
     files_done = last[1]
     chunks_in_window = last[2] - first[2]
+    # An ingest that finished in the window ran for its own time, not the window's.
+    ingest_seconds = ingest_result["_seconds"] if ingest_result else last[0] - first[0]
     ingest_errors: list[str] = []
     if ingest_result is not None:
         if ingest_result["_status"] != 200:
@@ -260,14 +307,13 @@ async def load(cluster: LocalCluster, args: argparse.Namespace, workdir: Path) -
             "finished_in_window": ingest_result is not None,
             "seconds_to_finish": round(ingest_result["_seconds"], 1) if ingest_result else None,
             "chunks_in_window": chunks_in_window,
-            "chunks_per_s": round(chunks_in_window / max(last[0] - first[0], 1e-9), 1),
+            "chunks_per_s": round(chunks_in_window / max(ingest_seconds, 1e-9), 1),
         },
-        "seed_chunks": seed_chunks,
-        "ingest_running": not args.no_ingest,
+        "ingest_running": folder is not None,
         "ingest_as_job": args.background,
         # Other work on the machine shows here; the figures are only comparable between runs
         # on a similarly loaded machine.
-        "load_average_1m": {"before": round(load_before, 2), "after": round(os.getloadavg()[0], 2)},
+        "load_average_1m": {"before": round(load_before, 2), "after": _load()},
         "cpu_count": os.cpu_count(),
     }
 
@@ -299,6 +345,15 @@ def report(result: dict[str, Any]) -> str:
     ]
     if not result["ingest_running"]:
         lines.pop()
+    if "ratios" in result:
+        alone = result["searches_alone"]
+        lines.append(
+            f"alone:    {alone['searches_per_s']} searches/s, p50 {alone['latency_ms']['p50']} ms, "
+            f"p95 {alone['latency_ms']['p95']} ms; ingest alone "
+            f"{result['ingest_alone']['chunks_per_s']} chunks/s"
+        )
+        lines.append("ratios:   " + json.dumps(result["ratios"]))
+    lines.append(f"command:  {result['command']}")
     return "\n".join(lines)
 
 
@@ -317,6 +372,7 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="run the folder ingest as a background job (ingest_folder background=true)",
     )
+    parser.add_argument("--no-compare", action="store_true", help="only the middle phase")
     parser.add_argument("--seed-docs", type=int, default=10)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--workdir", type=Path, default=None, help="default: a temp dir")
@@ -331,6 +387,9 @@ def main(argv: list[str] | None = None) -> int:
         print("starting a private cluster ...", file=sys.stderr)
         with running(env) as cluster:
             result = asyncio.run(load(cluster, args, workdir))
+    result["command"] = "python -m bench.load " + " ".join(
+        argv if argv is not None else sys.argv[1:]
+    )
     write_json(args.json, result)
     print(report(result))
     print(f"(details in {args.json})")

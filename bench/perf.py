@@ -8,13 +8,18 @@
 2. Growth: a 2,000-document ingest in ten equal batches; time per document of the last batch
    against the first.
 3. Search latency through MCP (SSE client, query embedding included) at about 10k and 100k
-   chunks, p50/p95 over real queries; `list_documents` (limit 20) and `list_libraries` p50.
+   chunks, p50/p95 over real queries; `list_documents` (limit 20) and `list_libraries` p50;
+   then MCP search p50 against query embedding p50 + index search p50, interleaved query by
+   query (`bench.perf_measure.search_overhead`).
    The large table is bulk-loaded through the index service's own API with vectors derived
    from the real chunk embeddings (each a real vector plus small noise, normalised), so the
    vector space keeps a realistic shape.
 4. Memory: peak RSS per service (process tree) sampled during the ingests.
 5. The approximate vector index: recall@10 of vector search against exact search computed
    here with numpy over every stored vector (in blocks).
+
+The report ends with `ratios`: every figure above that issue 19 sets a goal for, as a ratio
+within the run, and `command`, the command line that produced it.
 
 The corpora and the bulk load are in `bench.perf_corpus`, the measures in
 `bench.perf_measure`; a million chunks is `bench.scale`, object storage `bench.scale_s3`.
@@ -51,6 +56,7 @@ from bench.perf_measure import (
     index_counts,
     ingest_folder,
     mcp_latencies,
+    search_overhead,
 )
 from services.entrypoints.cluster import local_env, running
 
@@ -58,7 +64,10 @@ from services.entrypoints.cluster import local_env, running
 def run(args: argparse.Namespace) -> dict[str, Any]:
     workdir = Path(tempfile.mkdtemp(prefix="mvdb-perf-"))
     env = local_env(workdir / "var", LOG_LEVEL="WARNING", **dict(args.env))
-    report: dict[str, Any] = {"cores": os.cpu_count()}
+    report: dict[str, Any] = {
+        "cores": os.cpu_count(),
+        "command": "python -m bench.perf " + " ".join(args.argv),
+    }
     rng = np.random.default_rng(7)
     all_queries = list(load(SCIFACT).queries.values())
     queries = all_queries[: args.queries]
@@ -116,10 +125,34 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             latencies = asyncio.run(mcp_latencies(cluster, queries, warmup))
             entry = {"chunks": counts["chunks"], "bulk_load_s": round(took, 1), **latencies}
             entry["hops"] = hop_latencies(cluster, queries[:100])
+            entry["overhead"] = asyncio.run(search_overhead(cluster, queries, warmup))
             entry["vector_index"] = ann_recall(cluster, query_vecs)
             report.setdefault("search", []).append(entry)
             print(json.dumps(entry), file=sys.stderr, flush=True)
+    report["ratios"] = ratios(report)
     return report
+
+
+def ratios(report: dict[str, Any]) -> dict[str, Any]:
+    """Every figure of issue 19 this run measures, as a ratio within the run (goal 5), so a
+    run on another machine compares. The ingest's tokens/s against the raw model's (goal 4) is
+    `bench.ingest_rate`'s: its ratio belongs here, as `ingest_tokens_per_s_to_raw`, once that
+    module is in."""
+    out: dict[str, Any] = {
+        "ingest_chunks_per_s_to_raw": report["ingest"]["ratio_to_raw"],
+        "growth_last_to_first_ms_per_doc": report["growth"]["ratio_last_to_first"],
+    }
+    for entry in report.get("search", []):
+        overhead = entry["overhead"]
+        chunks = entry["chunks"]
+        out[f"mcp_search_p50_to_embed_plus_index_at_{chunks}"] = overhead[
+            "ratio_mcp_to_embed_plus_index"
+        ]
+        out[f"streamable_http_search_p50_to_embed_plus_index_at_{chunks}"] = overhead[
+            "streamable_http_ratio"
+        ]
+        out[f"vector_recall_at_10_at_{chunks}"] = entry["vector_index"]["recall_at_10"]
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -133,6 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, default=Path("var/bench/perf.json"))
     add_env_option(parser)
     args = parser.parse_args(argv)
+    args.argv = sys.argv[1:] if argv is None else argv
     args.sizes = [int(s) for s in args.sizes.split(",") if s]
     report = run(args)
     print(write_json(args.json, report))

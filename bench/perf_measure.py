@@ -4,6 +4,7 @@ index against exact search."""
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from dataclasses import dataclass, field
@@ -142,29 +143,150 @@ def hop_latencies(cluster: LocalCluster, queries: list[str]) -> dict[str, float]
     index_after: list[float] = []
     vectors: list[str] = []
     with httpx.Client(timeout=60) as client:
-
-        def search(q: str, vector: str) -> None:
-            body = {"query": q, "vector_b64": vector, "top_k": 10}
-            client.post(cluster.index + "/search", json=body).raise_for_status()
-
         for q in queries:
-            t0 = time.perf_counter()
-            reply = client.post(cluster.embedder + "/embed", json={"texts": [q], "kind": "query"})
-            t1 = time.perf_counter()
-            vector = reply.json()["vectors_b64"]
-            search(q, vector)
-            embed.append(t1 - t0)
-            index_after.append(time.perf_counter() - t1)
+            took_embed, took_index, vector = _direct_search(client, cluster, q)
+            embed.append(took_embed)
+            index_after.append(took_index)
             vectors.append(vector)
         index_alone: list[float] = []
         for q, vector in zip(queries, vectors, strict=True):
             t0 = time.perf_counter()
-            search(q, vector)
+            _index_search(client, cluster, q, vector)
             index_alone.append(time.perf_counter() - t0)
     return {
         "embed_query_p50_ms": 1000 * percentile(embed, 0.5),
         "index_search_after_embed_p50_ms": 1000 * percentile(index_after, 0.5),
         "index_search_back_to_back_p50_ms": 1000 * percentile(index_alone, 0.5),
+    }
+
+
+def _index_search(client: httpx.Client, cluster: LocalCluster, q: str, vector: str) -> None:
+    body = {"query": q, "vector_b64": vector, "top_k": 10}
+    client.post(cluster.index + "/search", json=body).raise_for_status()
+
+
+def _direct_search(client: httpx.Client, cluster: LocalCluster, q: str) -> tuple[float, float, str]:
+    """The two hops of a search sent straight to the services, one after the other as the
+    gateway sends them: (embedding seconds, index seconds, the query vector)."""
+    t0 = time.perf_counter()
+    reply = client.post(cluster.embedder + "/embed", json={"texts": [q], "kind": "query"})
+    t1 = time.perf_counter()
+    reply.raise_for_status()
+    vector: str = reply.json()["vectors_b64"]
+    _index_search(client, cluster, q, vector)
+    return t1 - t0, time.perf_counter() - t1, vector
+
+
+async def search_overhead(
+    cluster: LocalCluster, queries: list[str], warmup: list[str]
+) -> dict[str, float]:
+    """Issue 19, goal 3: MCP `search` p50 against the work it carries (query embedding p50 +
+    index search p50), measured in one run and interleaved query by query, so that a change in
+    the machine's load moves every figure alike. For each query: the MCP search over SSE, the
+    same over streamable HTTP (two sessions open side by side, top_k 10, query embedding
+    included), and the query's two hops sent straight to the embedder and the index with
+    httpx; the order of the three rotates from query to query."""
+    from mcp import ClientSession
+    from mcp.client.sse import sse_client
+    from mcp.client.streamable_http import streamable_http_client
+
+    times: dict[str, list[float]] = {"sse": [], "http": [], "embed": [], "index": []}
+    async with (
+        sse_client(cluster.gateway + "/sse", timeout=30, sse_read_timeout=600) as (read, write),
+        ClientSession(read, write) as sse,
+        streamable_http_client(cluster.gateway + "/mcp") as (http_read, http_write),
+        ClientSession(http_read, http_write) as http,
+    ):
+        await sse.initialize()
+        await http.initialize()
+        with httpx.Client(timeout=60) as client:
+
+            async def mcp(session: ClientSession, q: str) -> float:
+                t0 = time.perf_counter()
+                result = await session.call_tool("search", {"query": q, "top_k": 10})
+                took = time.perf_counter() - t0
+                assert not result.is_error and (result.structured_content or {}).get("results")
+                return took
+
+            async def direct(q: str) -> tuple[float, float]:
+                took_embed, took_index, _ = _direct_search(client, cluster, q)
+                return took_embed, took_index
+
+            for q in warmup:
+                await mcp(sse, q)
+                await mcp(http, q)
+                await direct(q)
+            for n, q in enumerate(queries):
+                for step in range(3):
+                    part = (n + step) % 3
+                    if part == 0:
+                        times["sse"].append(await mcp(sse, q))
+                    elif part == 1:
+                        times["http"].append(await mcp(http, q))
+                    else:
+                        took_embed, took_index = await direct(q)
+                        times["embed"].append(took_embed)
+                        times["index"].append(took_index)
+    p50 = {name: percentile(values, 0.5) for name, values in times.items()}
+    parts = p50["embed"] + p50["index"]
+    return {
+        "mcp_search_p50_ms": round(1000 * p50["sse"], 2),
+        "mcp_search_p95_ms": round(1000 * percentile(times["sse"], 0.95), 2),
+        "embed_query_p50_ms": round(1000 * p50["embed"], 2),
+        "index_search_p50_ms": round(1000 * p50["index"], 2),
+        "rest_p50_ms": round(1000 * (p50["sse"] - parts), 2),
+        "ratio_mcp_to_embed_plus_index": round(p50["sse"] / parts, 3),
+        "streamable_http_search_p50_ms": round(1000 * p50["http"], 2),
+        "streamable_http_ratio": round(p50["http"] / parts, 3),
+        "queries": len(queries),
+    }
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU time of one process (all its threads), from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def cpu_per_search(cluster: LocalCluster, queries: list[str]) -> dict[str, float]:
+    """CPU milliseconds each process spends per search (user + system, every thread), over
+    the MCP searches (SSE) and then over the same queries' two hops sent straight to the
+    services: where the rest of an MCP search goes, free of the waits for a core that make
+    wall-clock profiles of a loaded machine hard to read. `client` is this process (the MCP
+    SDK's client, or httpx for the hops). Clock ticks are 10 ms: use 100+ queries."""
+    from mcp import ClientSession
+    from mcp.client.sse import sse_client
+
+    pids = {name: cluster.pid(name) for name in ("gateway", "embedder", "index")}
+    procs = {name: pid for name, pid in pids.items() if pid is not None}
+    procs["client"] = os.getpid()
+
+    def sample() -> dict[str, float]:
+        return {name: _cpu_seconds(pid) for name, pid in procs.items()}
+
+    def per_search(before: dict[str, float]) -> dict[str, float]:
+        after = sample()
+        return {k: round(1000 * (after[k] - before[k]) / len(queries), 2) for k in procs}
+
+    async with (
+        sse_client(cluster.gateway + "/sse", timeout=30, sse_read_timeout=600) as (read, write),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        await session.call_tool("search", {"query": queries[0], "top_k": 10})
+        before = sample()
+        for q in queries:
+            await session.call_tool("search", {"query": q, "top_k": 10})
+        mcp = per_search(before)
+    with httpx.Client(timeout=60) as client:
+        _direct_search(client, cluster, queries[0])
+        before = sample()
+        for q in queries:
+            _direct_search(client, cluster, q)
+        direct = per_search(before)
+    return {
+        **{f"mcp_{k}_cpu_ms": v for k, v in mcp.items()},
+        **{f"direct_{k}_cpu_ms": v for k, v in direct.items()},
     }
 
 

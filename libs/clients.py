@@ -64,10 +64,14 @@ class EmbedderClient(ServiceClient):
         return ModelInfo.model_validate(await self.request("GET", "/info"))
 
     async def embed(self, texts: list[str], kind: EmbedKind) -> Matrix:
-        body = EmbedRequest(texts=texts, kind=kind).model_dump()
         timeout = self.timeout_s + self.per_text_s * len(texts)
-        payload = await self.request("POST", "/embed", json=body, timeout_s=timeout)
-        response = EmbedResponse.model_validate(payload)
+        response = await self.fetch(
+            EmbedResponse,
+            "POST",
+            "/embed",
+            body=EmbedRequest(texts=texts, kind=kind),
+            timeout_s=timeout,
+        )
         return decode(response.vectors_b64, response.dim, response.count)
 
 
@@ -85,8 +89,7 @@ class IndexClient(ServiceClient):
         return UpsertResponse.model_validate(payload)
 
     async def search(self, request: IndexSearchRequest) -> SearchResult:
-        payload = await self.request("POST", "/search", json=request.model_dump())
-        return SearchResult.model_validate(payload)
+        return await self.fetch(SearchResult, "POST", "/search", body=request)
 
     async def list_documents(
         self, library: str | None, limit: int, offset: int

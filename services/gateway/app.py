@@ -168,8 +168,10 @@ def create_app(
 
     app.include_router(router)
     app.router.routes.extend(metadata_routes(settings))
-    app.router.routes.extend(sse_routes(mcp, security))
-    app.router.routes.extend(streamable.routes)
+    # The MCP transports first: every MCP message is a request to `/messages/` or `/mcp`, and
+    # routes are tried in order (by the router, and by the telemetry that names the route);
+    # no other route's path starts with theirs.
+    app.router.routes[0:0] = [*sse_routes(mcp, security), *streamable.routes]
     return app
 
 

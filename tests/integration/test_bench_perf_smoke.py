@@ -55,3 +55,20 @@ def test_perf_benchmark_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     ann = search["vector_index"]
     assert ann["rows"] >= 600 and ann["queries"] == 10
     assert ann["recall_at_10"] >= 0.9
+
+    # Issue 19, goal 5: the search overhead measured at each size, and the ratios.
+    overhead = search["overhead"]
+    assert overhead["queries"] == 5
+    parts = overhead["embed_query_p50_ms"] + overhead["index_search_p50_ms"]
+    assert overhead["ratio_mcp_to_embed_plus_index"] == pytest.approx(
+        overhead["mcp_search_p50_ms"] / parts, abs=0.01
+    )
+    assert overhead["streamable_http_ratio"] > 0
+    ratios = report["ratios"]
+    assert ratios["ingest_chunks_per_s_to_raw"] == ingest["ratio_to_raw"]
+    chunks = search["chunks"]
+    assert (
+        ratios[f"mcp_search_p50_to_embed_plus_index_at_{chunks}"]
+        == (overhead["ratio_mcp_to_embed_plus_index"])
+    )
+    assert report["command"].startswith("python -m bench.perf --docs 3")

@@ -313,3 +313,58 @@ async def test_a_service_that_keeps_timing_out_is_called_slow_not_down() -> None
     message = raised.value.message
     assert "is up but did not answer within 7 s (ReadTimeout) in 2 attempts" in message
     assert "check that it is running" not in message
+
+
+async def test_typed_calls_send_what_the_async_client_would() -> None:
+    """The typed clients send straight to the transport: the request is still the URL under
+    the base URL (a path prefix kept, the path's escapes and the query intact), with `Host`,
+    the request id, a JSON body and the client's timeouts; the answer is the contract model,
+    and an answer that is not the contract is an error, not a half-filled result."""
+    from libs.contracts import IndexSearchRequest
+    from libs.telemetry import request_id_var
+
+    seen: list[httpx.Request] = []
+    hit = {
+        "doc_id": "d1",
+        "source": "a.md",
+        "title": "A",
+        "library": "lib",
+        "file_type": "md",
+        "last_modified": "",
+        "page": 0,
+        "content": "café",
+        "chunk_index": 0,
+    }
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        if request.url.path.endswith("/search"):
+            return httpx.Response(200, json={"results": [hit], "truncated": False})
+        if request.url.path.endswith("/documents/a%2Fb"):
+            return httpx.Response(200, json={"results": "not a document"})
+        return httpx.Response(200, json={"documents": [], "count": 0, "total": 0})
+
+    client = IndexClient(
+        "http://index:8080/prefix",
+        timeout_s=7.0,
+        policy=FAST,
+        transport=httpx.MockTransport(handle),
+    )
+    token = request_id_var.set("rid-123")
+    try:
+        found = await client.search(IndexSearchRequest(query="q é", top_k=3))
+        await client.list_documents("lib", 5, 10)
+        with pytest.raises(Exception, match="validation error"):
+            await client.get("a/b")
+    finally:
+        request_id_var.reset(token)
+    assert found.results[0].content == "café" and found.results[0].doc_id == "d1"
+    search, listing, get = seen
+    assert (search.method, str(search.url)) == ("POST", "http://index:8080/prefix/search")
+    assert search.headers["Host"] == "index:8080"
+    assert search.headers["X-Request-ID"] == "rid-123"
+    assert search.headers["Content-Type"] == "application/json"
+    assert IndexSearchRequest.model_validate_json(search.content).query == "q é"
+    assert search.extensions["timeout"] == {"connect": 5.0, "read": 7.0, "write": 7.0, "pool": 7.0}
+    assert str(listing.url) == "http://index:8080/prefix/documents?limit=5&offset=10&library=lib"
+    assert get.url.raw_path == b"/prefix/documents/a%2Fb"
