@@ -275,10 +275,11 @@ def _round(
     raw_text_per_s = raw_embedded_per_s * model.text_tokens / model.tokens_embedded
     raw_chunks_per_s = raw_embedded_per_s * len(model.windows) / model.tokens_embedded
     seconds = done["seconds"]
-    # CPU seconds, robust to other work on the machine: the four services with their
-    # workers against this process's raw passes (the two around this ingest, best batch).
+    # CPU seconds, which other work on the machine moves less: the four services with their
+    # workers against this process's raw passes (the two around this ingest), at the batch
+    # size that used the least CPU (not necessarily the one fastest by the clock).
     cluster_cpu = sum(done["cpu_seconds"].values())
-    raw_cpu = sum(model.cpu_seconds[best][-2:]) / 2
+    raw_cpu = min(sum(seconds[-2:]) / 2 for seconds in model.cpu_seconds.values())
     raw_text_per_cpu_s = model.text_tokens / raw_cpu
     got = {
         "seconds": seconds,
