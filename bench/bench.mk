@@ -19,3 +19,9 @@ bench-scale: install ## A million chunks: build the table once under var/bench/s
 
 bench-scale-s3: install ## The index on a local S3 server (ministack): warm search, a cold reader, searches/s with 0-2 readers (S3_ARGS=...)
 	$(PY) -m bench.scale_s3 $(S3_ARGS)
+
+bench-ingest: install ## Ingest rate vs the model's own rate on the same text, in tokens/s (INGEST_RATE_ARGS="--docs 60 --words 1500")
+	$(PY) -m bench.ingest_rate $(INGEST_RATE_ARGS)
+
+bench-chunking: install ## Retrieval quality (SciFact) and tokens embedded per chunk size and overlap, in-process, niced (CHUNKING_ARGS="--max-docs 2000")
+	nice -n 10 $(PY) -m bench.chunking $(CHUNKING_ARGS)

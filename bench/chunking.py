@@ -1,0 +1,274 @@
+"""What chunk size and overlap buy in retrieval quality, and what they cost in tokens.
+
+    python -m bench.chunking [DATASET_DIR] [--setting 256:32 --setting 256:0 ...]
+                             [--max-docs N] [--max-queries N] [--json PATH]
+
+For each setting `MAX_TOKENS:OVERLAP_TOKENS` (`CHUNK_MAX_TOKENS`, `CHUNK_OVERLAP_TOKENS`),
+in this process and through the product's own parts: the converter core (its worker process
+and the chunker with that setting), the embedder core with the bundled model, the index core
+on a temporary LanceDB of its own, and the gateway's `Library` over them (`ingest_content`,
+then `search` in hybrid and vector mode, top_k 100), as `bench.quality` does. Every corpus
+entry is one document (its title as a `#` heading); chunk hits fold into a document ranking
+(first hit wins); nDCG@10 and Recall@100 per mode.
+
+One embedder core serves every setting, behind a cache of vectors by text: a chunk text that
+an earlier setting already embedded (an abstract short enough to be one chunk at both, the
+first window of a long one) is not embedded again. The model's vector for a text does not
+depend on what else is in its batch, so the numbers are those of separate runs; only the time
+is saved.
+
+Reported per setting, besides the metrics: documents split into more than one chunk (what the
+setting can change at all), chunks, text tokens (each document's, without special tokens),
+tokens embedded (the chunks' `token_count`, special tokens included) and their ratio.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bench.beir import Dataset, load, ndcg_at, recall_at
+from bench.cli import write_json
+from bench.quality import as_markdown, subset
+from libs.contracts import ChunkRequest, ConvertResult, EmbedKind, ModelInfo
+from libs.modelfiles import bundled_tokenizer
+from libs.vectors import Matrix
+from services.gateway.embedding import VectorCache
+
+REPO = Path(__file__).resolve().parents[1]
+SCIFACT = REPO.parent / "shared" / "data" / "retrieval" / "scifact"
+MODES = ("hybrid", "vector")
+LIBRARY = "beir"
+
+
+class CachedEmbedder:
+    """An embedder port over another one that embeds each distinct text once per kind."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.cache = VectorCache(10**7)
+        self.embedded_texts = 0
+
+    async def info(self) -> ModelInfo:
+        info: ModelInfo = await self.inner.info()
+        return info
+
+    async def ready(self) -> tuple[bool, str]:
+        ready: tuple[bool, str] = await self.inner.ready()
+        return ready
+
+    async def embed(self, texts: list[str], kind: EmbedKind) -> Matrix:
+        keys = [VectorCache.key(kind, text) for text in texts]
+        missing = [i for i, key in enumerate(keys) if self.cache.get(key) is None]
+        if missing:
+            vectors = await self.inner.embed([texts[i] for i in missing], kind)
+            self.embedded_texts += len(missing)
+            for i, vector in zip(missing, vectors, strict=True):
+                self.cache.put(keys[i], np.asarray(vector, dtype=np.float32))
+        rows = [self.cache.get(key) for key in keys]
+        return np.stack([row for row in rows if row is not None]).astype(np.float32)
+
+
+class RecordingConverter:
+    """A converter port over the converter core that keeps every chunk's token count."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.token_counts: dict[str, list[int]] = {}
+
+    async def convert(self, data: bytes, filename: str) -> ConvertResult:
+        result: ConvertResult = await self.inner.convert(data, filename)
+        return result
+
+    async def chunk(self, request: ChunkRequest) -> ConvertResult:
+        result: ConvertResult = await self.inner.chunk(request)
+        self.token_counts[request.markdown] = [c.token_count for c in result.chunks]
+        return result
+
+    async def ready(self) -> tuple[bool, str]:
+        ready: tuple[bool, str] = await self.inner.ready()
+        return ready
+
+
+@asynccontextmanager
+async def setting_library(
+    max_tokens: int, overlap: int, embedder: CachedEmbedder, store: Path
+) -> AsyncIterator[tuple[Any, RecordingConverter]]:
+    """The gateway's `Library` over a converter with this chunk setting, the shared embedder
+    and an index core on its own LanceDB."""
+    from services.converter.core import Converter
+    from services.converter.settings import ConverterSettings
+    from services.gateway.library import Library
+    from services.gateway.ports import Ports
+    from services.gateway.settings import GatewaySettings
+    from services.index.core import IndexCore
+    from services.index.settings import IndexSettings
+
+    async with AsyncExitStack() as stack:
+        converter = await stack.enter_async_context(
+            Converter(ConverterSettings(chunk_max_tokens=max_tokens, chunk_overlap_tokens=overlap))
+        )
+        index = await stack.enter_async_context(IndexCore(IndexSettings(lancedb_uri=str(store))))
+        recording = RecordingConverter(converter)
+        settings = GatewaySettings(
+            transport="bench", chunk_max_tokens=max_tokens, chunk_overlap_tokens=overlap
+        )
+        yield Library(settings, Ports(recording, embedder, index)), recording
+
+
+async def evaluate_setting(
+    ds: Dataset,
+    max_tokens: int,
+    overlap: int,
+    embedder: CachedEmbedder,
+    store: Path,
+    concurrency: int,
+) -> dict[str, Any]:
+    from libs.contracts import IngestContentInput, SearchInput
+
+    async with setting_library(max_tokens, overlap, embedder, store) as (library, converter):
+        gate = asyncio.Semaphore(concurrency)
+        embedded_before = embedder.embedded_texts
+
+        async def ingest(doc_id: str, title: str, text: str) -> None:
+            async with gate:
+                await library.ingest_content(
+                    IngestContentInput(
+                        content=as_markdown(title, text) or doc_id, source=doc_id, library=LIBRARY
+                    )
+                )
+
+        started = time.perf_counter()
+        await asyncio.gather(*(ingest(d, t, x) for d, (t, x) in ds.corpus.items()))
+        ingest_s = time.perf_counter() - started
+        await library.ports.index.optimize()
+        scores: dict[str, dict[str, list[float]]] = {
+            m: {"ndcg@10": [], "recall@100": []} for m in MODES
+        }
+        for qid, text in ds.queries.items():
+            for mode in MODES:
+                found = await library.search(
+                    SearchInput(query=text, top_k=100, library=LIBRARY), mode=mode
+                )
+                ranked: list[str] = []
+                for hit in found.results:
+                    if hit.source not in ranked:
+                        ranked.append(hit.source)
+                scores[mode]["ndcg@10"].append(ndcg_at(ranked, ds.qrels[qid], 10))
+                scores[mode]["recall@100"].append(recall_at(ranked, ds.qrels[qid], 100))
+    counts = list(converter.token_counts.values())
+    embedded = sum(sum(c) for c in counts)
+    texts = [as_markdown(t, x) for t, x in ds.corpus.values()]
+    text_tokens = sum(
+        len(e.ids) for e in bundled_tokenizer().encode_batch(texts, add_special_tokens=False)
+    )
+    return {
+        "max_tokens": max_tokens,
+        "overlap_tokens": overlap,
+        "documents": len(counts),
+        "documents_split": sum(1 for c in counts if len(c) > 1),
+        "chunks": sum(len(c) for c in counts),
+        "text_tokens": text_tokens,
+        "tokens_embedded": embedded,
+        "embedded_over_text": round(embedded / text_tokens, 3),
+        "mean_tokens_per_chunk": round(embedded / max(1, sum(len(c) for c in counts)), 1),
+        "texts_newly_embedded": embedder.embedded_texts - embedded_before,
+        "ingest_seconds": round(ingest_s, 1),
+        "modes": {
+            mode: {name: round(sum(v) / max(len(v), 1), 4) for name, v in metrics.items()}
+            for mode, metrics in scores.items()
+        },
+    }
+
+
+async def evaluate(
+    ds: Dataset, settings: list[tuple[int, int]], work: Path, concurrency: int
+) -> list[dict[str, Any]]:
+    from services.embedder.core import EmbedderCore
+    from services.embedder.settings import EmbedderSettings
+
+    results: list[dict[str, Any]] = []
+    async with EmbedderCore(EmbedderSettings()) as core:
+        embedder = CachedEmbedder(core)
+        for max_tokens, overlap in settings:
+            store = work / f"lancedb-{max_tokens}-{overlap}"
+            result = await evaluate_setting(ds, max_tokens, overlap, embedder, store, concurrency)
+            print(render_row(result), file=sys.stderr, flush=True)
+            results.append(result)
+    return results
+
+
+def render_row(r: dict[str, Any]) -> str:
+    h, v = r["modes"]["hybrid"], r["modes"]["vector"]
+    return (
+        f"| {r['max_tokens']} | {r['overlap_tokens']} | {r['documents_split']} / "
+        f"{r['documents']} | {r['chunks']} | {r['embedded_over_text']} | "
+        f"{h['ndcg@10']:.4f} | {h['recall@100']:.4f} | {v['ndcg@10']:.4f} | "
+        f"{v['recall@100']:.4f} |"
+    )
+
+
+def render(results: list[dict[str, Any]]) -> str:
+    head = [
+        "| max tokens | overlap | documents split | chunks | tokens embedded / text | "
+        "hybrid nDCG@10 | hybrid Recall@100 | vector nDCG@10 | vector Recall@100 |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    return "\n".join(head + [render_row(r) for r in results])
+
+
+def parse_setting(text: str) -> tuple[int, int]:
+    size, _, overlap = text.partition(":")
+    return int(size), int(overlap or 0)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.chunking", description=__doc__)
+    parser.add_argument("dataset", type=Path, nargs="?", default=SCIFACT)
+    parser.add_argument(
+        "--setting",
+        type=parse_setting,
+        action="append",
+        default=None,
+        help="MAX_TOKENS:OVERLAP_TOKENS (repeatable; default 256:32 256:16 256:0 192:32 192:0 "
+        "128:32)",
+    )
+    parser.add_argument("--max-docs", type=int, default=None)
+    parser.add_argument("--max-queries", type=int, default=None)
+    parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--json", type=Path, default=Path("var/bench/chunking.json"))
+    args = parser.parse_args(argv)
+    if not (args.dataset / "corpus.jsonl").is_file():
+        parser.error(f"{args.dataset} has no corpus.jsonl (BEIR layout expected)")
+    settings = args.setting or [(256, 32), (256, 16), (256, 0), (192, 32), (192, 0), (128, 32)]
+    ds = subset(load(args.dataset), args.max_docs, args.max_queries)
+    with tempfile.TemporaryDirectory(prefix="mvdb-chunking-") as tmp:
+        os.environ.setdefault("VAR_DIR", str(Path(tmp) / "var"))
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        results = asyncio.run(evaluate(ds, settings, Path(tmp), args.concurrency))
+    report = {
+        "dataset": args.dataset.name,
+        "documents": len(ds.corpus),
+        "queries": len(ds.queries),
+        "settings": results,
+        "command": "python -m bench.chunking " + " ".join(sys.argv[1:] if argv is None else argv),
+    }
+    write_json(args.json, report)
+    print(f"{args.dataset.name}: {len(ds.corpus)} documents, {len(ds.queries)} queries")
+    print(render(results))
+    print(f"(details in {args.json})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
