@@ -136,8 +136,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 def ratios(report: dict[str, Any]) -> dict[str, Any]:
     """Every figure of issue 19 this run measures, as a ratio within the run (goal 5), so a
     run on another machine compares. The ingest's tokens/s against the raw model's (goal 4) is
-    `bench.ingest_rate`'s: its ratio belongs here, as `ingest_tokens_per_s_to_raw`, once that
-    module is in."""
+    `bench.ingest_rate`'s own report (rounds between raw passes on a cluster of its own), which
+    `make bench-perf` runs after this module."""
     out: dict[str, Any] = {
         "ingest_chunks_per_s_to_raw": report["ingest"]["ratio_to_raw"],
         "growth_last_to_first_ms_per_doc": report["growth"]["ratio_last_to_first"],
