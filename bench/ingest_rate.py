@@ -48,7 +48,7 @@ import httpx
 import numpy as np
 
 from bench.cli import add_env_option, write_json
-from bench.perf_corpus import prose_documents, write_folder
+from bench.perf_corpus import converted_chunks, prose_documents, write_folder
 from libs.modelfiles import bundled_tokenizer
 from services.entrypoints.cluster import LocalCluster, local_env, running
 
@@ -189,21 +189,10 @@ def ingest(
 
 
 def chunk_tokens(cluster: LocalCluster, folder: Path) -> tuple[int, int]:
-    """Chunks and tokens embedded (each chunk's `token_count`) of the folder's files as the
-    cluster's converter cuts them (the chunker is deterministic: what the ingest embedded)."""
-    chunks = tokens = 0
-    with httpx.Client(timeout=120) as client:
-        for path in sorted(folder.glob("*.md")):
-            response = client.post(
-                cluster.converter + "/convert",
-                params={"filename": path.name},
-                content=path.read_bytes(),
-            )
-            response.raise_for_status()
-            found = response.json()["chunks"]
-            chunks += len(found)
-            tokens += sum(int(c["token_count"]) for c in found)
-    return chunks, tokens
+    """Chunks and tokens embedded (each chunk's `token_count`) of the folder's files: what
+    the ingest embedded."""
+    found = converted_chunks(cluster, folder)
+    return len(found), sum(int(c["token_count"]) for c in found)
 
 
 def measure(args: argparse.Namespace, work: Path) -> dict[str, Any]:

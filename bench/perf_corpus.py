@@ -48,17 +48,24 @@ def write_folder(folder: Path, docs: list[tuple[str, str]]) -> None:
         (folder / f"doc-{n:05d}.md").write_text(f"# {title}\n\n{body}\n", encoding="utf-8")
 
 
-def chunk_texts(cluster: LocalCluster, folder: Path) -> list[str]:
-    texts: list[str] = []
+def converted_chunks(cluster: LocalCluster, folder: Path) -> list[dict[str, Any]]:
+    """The chunks (text, token_count, ...) of the folder's Markdown files as the cluster's
+    converter cuts them; the chunker is deterministic, so these are what an ingest embeds."""
+    chunks: list[dict[str, Any]] = []
     with httpx.Client(timeout=120) as client:
         for path in sorted(folder.glob("*.md")):
-            result = client.post(
+            response = client.post(
                 cluster.converter + "/convert",
                 params={"filename": path.name},
                 content=path.read_bytes(),
-            ).json()
-            texts.extend(c["text"] for c in result["chunks"])
-    return texts
+            )
+            response.raise_for_status()
+            chunks.extend(response.json()["chunks"])
+    return chunks
+
+
+def chunk_texts(cluster: LocalCluster, folder: Path) -> list[str]:
+    return [c["text"] for c in converted_chunks(cluster, folder)]
 
 
 def raw_fastembed(texts: list[str], batch_size: int) -> tuple[float, np.ndarray]:

@@ -316,3 +316,19 @@ def fake_gateway(
 
     with serve(create_app(gateway_settings, fake_ports(embedder))) as url:
         yield url
+
+
+def search_hit(**changes: Any) -> dict[str, Any]:
+    """One search hit as the index's JSON carries it (`SearchHit`), with `changes` applied."""
+    hit: dict[str, Any] = {
+        "doc_id": "d1",
+        "source": "a.md",
+        "title": "A",
+        "library": "lib",
+        "file_type": "md",
+        "last_modified": "",
+        "page": 0,
+        "content": "text",
+        "chunk_index": 0,
+    }
+    return {**hit, **changes}

@@ -95,6 +95,21 @@ def finished(worker: threading.Thread, outcome: dict[str, Any]) -> Any:
     return outcome.get("value")
 
 
+def _every_kind_of_write(
+    store: IndexStore, sources: dict[str, str], *, new: str, gone: str, again: str, seed: int
+) -> None:
+    """A new source, a delete and a replace, each in a thread of its own that must finish
+    (a write that waited for the fold would hang, not pass); `sources` follows them."""
+    sources[new] = finished(
+        *in_thread(lambda: store.upsert(upsert_request(new, [f"fresh {new} words"], seed=seed)))
+    ).doc_id
+    doc_id = sources.pop(gone)
+    finished(*in_thread(lambda: store.delete(doc_id)))
+    sources[again] = finished(
+        *in_thread(lambda: store.upsert(upsert_request(again, [f"{again} again"], seed=seed + 1)))
+    ).doc_id
+
+
 def test_writes_complete_while_a_fold_is_held_and_none_is_lost(tmp_path: Path, gate: Gate) -> None:
     store = IndexStore(settings_for(tmp_path))
     sources: dict[str, str] = {}
@@ -107,28 +122,14 @@ def test_writes_complete_while_a_fold_is_held_and_none_is_lost(tmp_path: Path, g
     # The fold is inside maintenance, before Lance's optimize of the chunks table: every
     # kind of write completes while it waits (each in a thread: a write that waited for
     # the fold would hang, not pass).
-    sources["new1.md"] = finished(
-        *in_thread(lambda: store.upsert(upsert_request("new1.md", ["fresh one words"], seed=11)))
-    ).doc_id
-    store_delete = sources.pop("s0.md")
-    finished(*in_thread(lambda: store.delete(store_delete)))
-    sources["s1.md"] = finished(
-        *in_thread(lambda: store.upsert(upsert_request("s1.md", ["s1 again words"], seed=12)))
-    ).doc_id
+    _every_kind_of_write(store, sources, new="new1.md", gone="s0.md", again="s1.md", seed=11)
     assert fold.is_alive()
 
     gate.go["before"].set()
     gate.wait("after")
     # Lance's optimize has committed (compaction, indexes) beside those writes; the fold
     # has not yet recorded its commits: the writes now meet them and are not refused.
-    sources["new2.md"] = finished(
-        *in_thread(lambda: store.upsert(upsert_request("new2.md", ["fresh two words"], seed=13)))
-    ).doc_id
-    store_delete = sources.pop("s2.md")
-    finished(*in_thread(lambda: store.delete(store_delete)))
-    sources["s3.md"] = finished(
-        *in_thread(lambda: store.upsert(upsert_request("s3.md", ["s3 again words"], seed=14)))
-    ).doc_id
+    _every_kind_of_write(store, sources, new="new2.md", gone="s2.md", again="s3.md", seed=13)
     assert fold.is_alive()
     gate.go["after"].set()
     finished(fold, fold_outcome)

@@ -18,6 +18,7 @@ from libs.clients import ConverterClient, IndexClient
 from libs.errors import ConversionTimeoutError, NotFoundError, StoreError, UpstreamError
 from libs.http import RetryPolicy, call_with_retries, make_http_client
 from libs.telemetry import RETRIES
+from tests.fakes import search_hit
 from tests.servers import serve
 
 FAST = RetryPolicy(attempts=3, max_seconds=5, initial_wait=0.001, max_wait=0.002)
@@ -324,17 +325,7 @@ async def test_typed_calls_send_what_the_async_client_would() -> None:
     from libs.telemetry import request_id_var
 
     seen: list[httpx.Request] = []
-    hit = {
-        "doc_id": "d1",
-        "source": "a.md",
-        "title": "A",
-        "library": "lib",
-        "file_type": "md",
-        "last_modified": "",
-        "page": 0,
-        "content": "café",
-        "chunk_index": 0,
-    }
+    hit = search_hit(content="café")
 
     def handle(request: httpx.Request) -> httpx.Response:
         seen.append(request)

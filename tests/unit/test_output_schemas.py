@@ -11,19 +11,9 @@ from pydantic.json_schema import models_json_schema
 
 from libs.contracts import TOOLS, TOOLS_BY_NAME, ErrorResult, SearchResult
 from services.gateway.tools import inline_refs, output_schema
+from tests.fakes import search_hit
 
-HIT = {
-    "doc_id": "d1",
-    "source": "a.md",
-    "title": "A",
-    "library": "lib",
-    "file_type": "md",
-    "last_modified": "",
-    "page": 0,
-    "content": "text",
-    "chunk_index": 0,
-    "similarity": None,
-}
+HIT = search_hit(similarity=None)
 
 
 def _with_defs() -> dict[str, Any]:
