@@ -236,12 +236,8 @@ class ServiceClient:
         `timeout_s` is the time one attempt may take when this call needs another than the
         client's (an embedding batch: its size decides)."""
         response = await self._send(method, path, timeout_s=timeout_s, **kwargs)
-        try:
-            payload = response.json()
-        except ValueError:
-            payload = None
-        self._raise_for_error(response, payload)
-        return payload
+        self._raise_for_error(response)
+        return _json_or_none(response)
 
     async def fetch(
         self,
@@ -259,12 +255,7 @@ class ServiceClient:
             kwargs["content"] = body.model_dump_json().encode()
             kwargs["headers"] = {**(kwargs.get("headers") or {}), "Content-Type": _JSON}
         response = await self._send(method, path, timeout_s=timeout_s, **kwargs)
-        if response.status_code >= 400:
-            try:
-                payload = response.json()
-            except ValueError:
-                payload = None
-            self._raise_for_error(response, payload)
+        self._raise_for_error(response)
         return model.model_validate_json(response.content)
 
     async def _send(
@@ -291,10 +282,11 @@ class ServiceClient:
             self.target, self.policy, send, timeout_s=timeout_s or self.timeout_s
         )
 
-    def _raise_for_error(self, response: httpx.Response, payload: Any) -> None:
+    def _raise_for_error(self, response: httpx.Response) -> None:
+        """An error answer turned back into the typed exception its body names."""
         if response.status_code >= 400:
             raise from_payload(
-                payload,
+                _json_or_none(response),
                 fallback=f"the {self.target} service answered HTTP {response.status_code}",
             )
 
@@ -307,6 +299,13 @@ class ServiceClient:
 
 
 _JSON = "application/json"
+
+
+def _json_or_none(response: httpx.Response) -> Any:
+    try:
+        return response.json()
+    except ValueError:
+        return None
 
 
 def _timeout(seconds: float) -> dict[str, float]:
