@@ -28,8 +28,9 @@ from datetime import timedelta
 from lancedb.table import Table
 
 from services.index.store import ann
-from services.index.store.schema import CHUNKS, DOCUMENTS
+from services.index.store.schema import CHUNKS
 from services.index.store.state import StoreState
+from services.index.store.tables import both
 
 log = logging.getLogger(__name__)
 
@@ -68,9 +69,9 @@ def optimize(state: StoreState) -> None:
     retention = timedelta(seconds=state.settings.index_version_retention_s)
     with state.fold_lock, state.guard.folding():
         with state.write_lock:
-            state.guard.check([(DOCUMENTS, state.documents), (CHUNKS, state.chunks)])
-            state.guard.remember([(DOCUMENTS, state.documents), (CHUNKS, state.chunks)])
-            names = [n for n, t in ((DOCUMENTS, state.documents), (CHUNKS, state.chunks)) if t]
+            state.guard.check(both(state))
+            state.guard.remember(both(state))
+            names = [name for name, table in both(state) if table is not None]
             # The writes this fold takes in; those landing while it runs wait for the next.
             taken = state.writes_since_optimize
         began, started = time.monotonic(), time.perf_counter()
@@ -85,7 +86,7 @@ def optimize(state: StoreState) -> None:
         finally:
             with state.write_lock:
                 # Brings the write handles to the fold's last commits and records them.
-                state.guard.check([(DOCUMENTS, state.documents), (CHUNKS, state.chunks)])
+                state.guard.check(both(state))
         with state.write_lock:
             _folded(state, taken, began)
     if state.chunks is not None:

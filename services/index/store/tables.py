@@ -147,18 +147,16 @@ def ensure_tables(state: StoreState, model: str, dim: int) -> tuple[Table, Table
     return state.documents, state.chunks
 
 
+def both(state: StoreState) -> list[tuple[str, Table | None]]:
+    """The documents and chunks tables by name (for the writer guard); None where absent."""
+    return [(DOCUMENTS, state.documents), (CHUNKS, state.chunks)]
+
+
 def adopt_versions(state: StoreState) -> None:
     """A writer's start: the tables' versions now are its own (see `writer_guard`)."""
     names = set(state.db.list_tables().tables)
     found = {name: state.db.open_table(name) for name in (META, JOBS) if name in names}
-    state.guard.adopt(
-        [
-            (DOCUMENTS, state.documents),
-            (CHUNKS, state.chunks),
-            (META, found.get(META)),
-            (JOBS, found.get(JOBS)),
-        ]
-    )
+    state.guard.adopt([*both(state), (META, found.get(META)), (JOBS, found.get(JOBS))])
 
 
 def ensure_chunk_indexes(chunks: Table) -> None:

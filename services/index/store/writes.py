@@ -43,7 +43,7 @@ from services.index.store.schema import (
     key_filter,
 )
 from services.index.store.state import StoreState
-from services.index.store.tables import ensure_tables, require_tables, tables
+from services.index.store.tables import both, ensure_tables, require_tables, tables
 
 log = logging.getLogger(__name__)
 
@@ -180,11 +180,6 @@ class Writes:
             state.hit_documents.forget(doc_id)
             state.note_write()
         return DeleteResult(doc_id=doc_id, deleted_chunks=deleted)
-
-
-def both(state: StoreState) -> list[tuple[str, Table | None]]:
-    """The tables a document write touches, by name, for the writer guard."""
-    return [(DOCUMENTS, state.documents), (CHUNKS, state.chunks)]
 
 
 def guarded_delete(state: StoreState, name: str, table: Table, where: str) -> None:
