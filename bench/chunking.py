@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from bench.beir import Dataset, load, ndcg_at, recall_at
-from bench.cli import write_json
+from bench.cli import command_line, write_json
 from bench.quality import as_markdown, subset
 from libs.contracts import ChunkRequest, ConvertResult, EmbedKind, ModelInfo
 from libs.modelfiles import bundled_tokenizer
@@ -261,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
         "documents": len(ds.corpus),
         "queries": len(ds.queries),
         "settings": results,
-        "command": "python -m bench.chunking " + " ".join(sys.argv[1:] if argv is None else argv),
+        "command": command_line("bench.chunking", argv),
     }
     write_json(args.json, report)
     print(f"{args.dataset.name}: {len(ds.corpus)} documents, {len(ds.queries)} queries")

@@ -1,10 +1,11 @@
-"""What every benchmark's command line shares: extra settings for the services it starts and
-the JSON report written beside what it prints."""
+"""What every benchmark's command line shares: extra settings for the services it starts,
+the command line its report names, and the JSON report written beside what it prints."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -27,3 +28,9 @@ def write_json(path: Path, report: Any) -> str:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text + "\n")
     return text
+
+
+def command_line(module: str, argv: list[str] | None) -> str:
+    """The command that ran `module` with `argv` (the process's own arguments when None), as
+    a report states it so that a run on another machine can repeat it."""
+    return f"python -m {module} " + " ".join(sys.argv[1:] if argv is None else argv)

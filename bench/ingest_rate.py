@@ -47,7 +47,7 @@ from typing import Any
 import httpx
 import numpy as np
 
-from bench.cli import add_env_option, write_json
+from bench.cli import add_env_option, command_line, write_json
 from bench.perf_corpus import converted_chunks, prose_documents, write_folder
 from libs.modelfiles import bundled_tokenizer
 from services.entrypoints.cluster import LocalCluster, local_env, running
@@ -244,7 +244,7 @@ def measure(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         "env": dict(args.env),
         "load_average_1m": load,
         "cpu_count": os.cpu_count(),
-        "command": "python -m bench.ingest_rate " + " ".join(sys.argv[1:]),
+        "command": args.command,
     }
 
 
@@ -360,6 +360,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, default=Path("var/bench/ingest_rate.json"))
     add_env_option(parser)
     args = parser.parse_args(argv)
+    args.command = command_line("bench.ingest_rate", argv)
     args.raw_batch = args.raw_batch or [1, 2, 4]
     with tempfile.TemporaryDirectory(prefix="mvdb-ingest-rate-") as tmp:
         result = measure(args, Path(tmp))

@@ -44,7 +44,7 @@ import numpy as np
 from mcp import ClientSession
 from mcp.client.sse import sse_client
 
-from bench.cli import write_json
+from bench.cli import command_line, write_json
 from bench.load import _payload, book_text, make_queries, seed, write_folder
 from services.entrypoints.cluster import LocalCluster, local_env, running
 
@@ -215,7 +215,7 @@ async def measure(cluster: LocalCluster, args: argparse.Namespace, work: Path) -
         "settle_s": args.settle,
         "load_average_1m": load,
         "cpu_count": os.cpu_count(),
-        "command": "python -m bench.interference " + " ".join(sys.argv[1:]),
+        "command": args.command,
     }
 
 
@@ -271,6 +271,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--json", type=Path, default=Path("var/bench/interference.json"))
     args = parser.parse_args(argv)
+    args.command = command_line("bench.interference", argv)
     with tempfile.TemporaryDirectory(prefix="mvdb-interference-") as tmp:
         env = local_env(Path(tmp) / "var", LOG_LEVEL="WARNING")
         print("starting a private cluster ...", file=sys.stderr)

@@ -38,7 +38,7 @@ import numpy as np
 from mcp import ClientSession
 from mcp.client.sse import sse_client
 
-from bench.cli import write_json
+from bench.cli import command_line, write_json
 from services.entrypoints.cluster import LocalCluster, local_env, running
 
 REPO = Path(__file__).resolve().parents[1]
@@ -387,9 +387,7 @@ def main(argv: list[str] | None = None) -> int:
         print("starting a private cluster ...", file=sys.stderr)
         with running(env) as cluster:
             result = asyncio.run(load(cluster, args, workdir))
-    result["command"] = "python -m bench.load " + " ".join(
-        argv if argv is not None else sys.argv[1:]
-    )
+    result["command"] = command_line("bench.load", argv)
     write_json(args.json, result)
     print(report(result))
     print(f"(details in {args.json})")

@@ -40,7 +40,7 @@ import httpx
 import numpy as np
 
 from bench.beir import load
-from bench.cli import add_env_option, write_json
+from bench.cli import add_env_option, command_line, write_json
 from bench.perf_corpus import (
     SCIFACT,
     bulk_load,
@@ -66,7 +66,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     env = local_env(workdir / "var", LOG_LEVEL="WARNING", **dict(args.env))
     report: dict[str, Any] = {
         "cores": os.cpu_count(),
-        "command": "python -m bench.perf " + " ".join(args.argv),
+        "command": args.command,
     }
     rng = np.random.default_rng(7)
     all_queries = list(load(SCIFACT).queries.values())
@@ -166,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, default=Path("var/bench/perf.json"))
     add_env_option(parser)
     args = parser.parse_args(argv)
-    args.argv = sys.argv[1:] if argv is None else argv
+    args.command = command_line("bench.perf", argv)
     args.sizes = [int(s) for s in args.sizes.split(",") if s]
     report = run(args)
     print(write_json(args.json, report))

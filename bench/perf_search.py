@@ -25,7 +25,7 @@ import httpx
 import numpy as np
 
 from bench.beir import load
-from bench.cli import add_env_option, write_json
+from bench.cli import add_env_option, command_line, write_json
 from bench.perf_corpus import (
     SCIFACT,
     bulk_load,
@@ -47,7 +47,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     env = local_env(workdir / "var", LOG_LEVEL="WARNING", **dict(args.env))
     report: dict[str, Any] = {
         "cores": os.cpu_count(),
-        "command": "python -m bench.perf_search " + " ".join(sys.argv[1:]),
+        "command": args.command,
     }
     rng = np.random.default_rng(7)
     all_queries = list(load(SCIFACT).queries.values())
@@ -93,6 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, default=Path("var/bench/perf_search.json"))
     add_env_option(parser)
     args = parser.parse_args(argv)
+    args.command = command_line("bench.perf_search", argv)
     args.sizes = [int(s) for s in args.sizes.split(",") if s]
     report = run(args)
     print(write_json(args.json, report))
