@@ -82,6 +82,7 @@ class EmbedderCore(AsyncLifecycle):
             cache_dir=settings.var_dir / "models",
             batch_size=settings.embed_batch_size,
             threads=threads,
+            spin_threads=settings.embed_spin_threads,
         )
 
     def lane_model(self, kind: EmbedKind) -> Embedder:

@@ -39,6 +39,11 @@ class EmbedderSettings(CommonSettings):
     embed_threads: int | None = Field(
         default=None, ge=1, le=256, description="ONNX threads of the document session"
     )
+    embed_spin_threads: bool = Field(
+        default=False,
+        description="Let ONNX Runtime's threads spin-wait between model calls: no faster here, "
+        "and the CPU it burns is what the other services need during an ingest",
+    )
     embed_query_session: bool = Field(
         default=True,
         description="A second ONNX session for queries, so that a search is embedded beside "

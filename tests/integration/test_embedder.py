@@ -179,3 +179,34 @@ async def test_one_shared_session_still_serves_queries_first(settings: EmbedderS
         release.set()
         await shared.aclose()
     assert calls == ["document", "query", "document"]
+
+
+def test_thread_spinning_follows_the_setting(settings: EmbedderSettings) -> None:
+    """The session is opened by us, not fastembed, for the spinning option: it must carry the
+    option asked for and embed exactly as fastembed's own session does."""
+    from fastembed import TextEmbedding
+
+    from services.embedder.embed import Embedder
+
+    texts = ["hello world", "The girl is carrying a baby. " * 20]
+    models = {
+        spin: Embedder(
+            settings.embedding_model,
+            model_dir=None,
+            cache_dir=settings.var_dir / "models",
+            threads=2,
+            spin_threads=spin,
+        )
+        for spin in (False, True)
+    }
+    for spin, model in models.items():
+        options = model._model.model.model.get_session_options()
+        for pool in ("intra", "inter"):
+            entry = options.get_session_config_entry(f"session.{pool}_op.allow_spinning")
+            assert entry == ("1" if spin else "0")
+        assert options.intra_op_num_threads == 2
+    model_dir = settings.var_dir / "models" / "bundled-minilm"
+    reference = TextEmbedding(settings.embedding_model, specific_model_path=str(model_dir))
+    expected = np.array(list(reference.embed(texts)))
+    for model in models.values():
+        np.testing.assert_allclose(model.embed(texts, "document"), expected, atol=1e-6)
