@@ -613,16 +613,41 @@ async def test_hits_read_again_from_memory_match_the_stored_rows(tmp_path: Path)
 
 
 async def test_hits_of_remembered_and_new_documents_together(tmp_path: Path) -> None:
-    # The first search remembers a.md only; the second mixes it with b.md, read from the table.
-    store = IndexStore(settings_for(tmp_path))
-    store.upsert(upsert_request("a.md", ["alpha words"], metadata={"k": 1}))
-    store.upsert(upsert_request("b.md", ["gamma words"], seed=1, file_type="pdf"))
-    assert [h.source for h in (await store.search(bm25("alpha"))).results] == ["a.md"]
-    mixed = (await store.search(bm25("words", top_k=5))).results
+    # A reader opened after a.md was written has it in memory from the start; b.md, written
+    # afterwards by the writer, is read from its chunk rows when a search first finds it.
+    writer = IndexStore(settings_for(tmp_path, index_role="writer"))
+    a = writer.upsert(upsert_request("a.md", ["alpha words"], metadata={"k": 1})).doc_id
+    reader = IndexStore(settings_for(tmp_path, index_role="reader", index_read_consistency_s=0))
+    b = writer.upsert(upsert_request("b.md", ["gamma words"], seed=1, file_type="pdf")).doc_id
+    remembered = reader.state.hit_documents
+    assert set(remembered.get_many([a, b])) == {a}
+    assert [h.source for h in (await reader.search(bm25("alpha"))).results] == ["a.md"]
+    mixed = (await reader.search(bm25("words", top_k=5))).results
     assert {(h.source, h.title, h.file_type, str(h.metadata)) for h in mixed} == {
         ("a.md", "Title of a.md", "md", "{'k': 1}"),
         ("b.md", "Title of b.md", "pdf", "{}"),
     }
+    assert set(remembered.get_many([a, b])) == {a, b}
+
+
+async def test_a_reopened_store_knows_every_documents_columns_before_a_search(
+    tmp_path: Path,
+) -> None:
+    # Hits need no read of their document columns: a store that opens reads them ahead, and
+    # a write adds its own; a deleted document is no longer among them.
+    first = IndexStore(settings_for(tmp_path))
+    ids = [
+        first.upsert(upsert_request(f"{name}.md", [f"{name} words"], seed=n)).doc_id
+        for n, name in enumerate(("a", "b", "c"))
+    ]
+    assert set(first.state.hit_documents.get_many(ids)) == set(ids)
+    first.delete(ids[2])
+    again = IndexStore(settings_for(tmp_path))
+    kept = again.state.hit_documents.get_many(ids)
+    assert set(kept) == set(ids[:2])
+    assert kept[ids[0]]["source"] == "a.md" and kept[ids[0]]["title"] == "Title of a.md"
+    hits = (await again.search(bm25("words", top_k=5))).results
+    assert sorted(h.source for h in hits) == ["a.md", "b.md"]
 
 
 class _AlwaysMovingVersion:

@@ -63,6 +63,10 @@ class DocumentColumns:
                 self._entries.popitem(last=False)
         return entries
 
+    @property
+    def size(self) -> int:
+        return self._size
+
     def forget(self, doc_id: str) -> None:
         with self._lock:
             self._entries.pop(doc_id, None)
