@@ -6,7 +6,9 @@ documents have lanes of their own, each with its own worker and its own ONNX ses
 beside a document batch that may be running, instead of waiting for that batch to finish (a
 document model call of 16 texts takes most of a second on two cores, a query a few
 milliseconds). Document slices are gathered across requests, so that many small requests
-share ONNX runs and length-sorted batches.
+share ONNX runs and length-sorted batches. The document lane has `EMBED_DOCUMENT_CALLS`
+workers (2 by default), so that many document calls run at once on its session, each on its
+share of `EMBED_THREADS`.
 
 With `EMBED_QUERY_SESSION=false` both kinds share one session and one worker that runs every
 waiting query slice first, then one model call's worth of document slices: a search then
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -58,23 +61,26 @@ class _Lane:
 
     model: Embedder
     kinds: tuple[EmbedKind, ...]
-    worker: asyncio.Task[None] | None = None
+    calls: int = 1
+    workers: list[asyncio.Task[None]] = field(default_factory=list)
     arrived: asyncio.Event | None = None
 
 
 class EmbedderCore(AsyncLifecycle):
     def __init__(self, settings: EmbedderSettings) -> None:
         self.settings = settings
-        self._model = self._load(settings.embed_threads)
+        calls = settings.embed_document_calls
+        self._model = self._load(document_threads(settings), calls)
         self._pending: dict[EmbedKind, deque[_Slice]] = {"query": deque(), "document": deque()}
         if settings.embed_query_session:
             queries = _Lane(self._load(settings.embed_query_threads), ("query",))
-            self._lanes = {"query": queries, "document": _Lane(self._model, ("document",))}
+            documents = _Lane(self._model, ("document",), calls)
+            self._lanes = {"query": queries, "document": documents}
         else:
-            shared = _Lane(self._model, ("query", "document"))
+            shared = _Lane(self._model, ("query", "document"), calls)
             self._lanes = {"query": shared, "document": shared}
 
-    def _load(self, threads: int | None) -> Embedder:
+    def _load(self, threads: int | None, calls: int = 1) -> Embedder:
         settings = self.settings
         return Embedder(
             settings.embedding_model,
@@ -83,6 +89,7 @@ class EmbedderCore(AsyncLifecycle):
             batch_size=settings.embed_batch_size,
             threads=threads,
             spin_threads=settings.embed_spin_threads,
+            calls=calls,
         )
 
     def lane_model(self, kind: EmbedKind) -> Embedder:
@@ -106,10 +113,11 @@ class EmbedderCore(AsyncLifecycle):
         return await job.done
 
     def _wake(self, lane: _Lane) -> None:
-        if lane.worker is None or lane.worker.done():
+        if lane.arrived is None:
             lane.arrived = asyncio.Event()
-            lane.worker = asyncio.create_task(self._run(lane))
-        assert lane.arrived is not None
+        lane.workers = [w for w in lane.workers if not w.done()]
+        while len(lane.workers) < lane.calls:
+            lane.workers.append(asyncio.create_task(self._run(lane)))
         lane.arrived.set()
 
     async def _run(self, lane: _Lane) -> None:
@@ -171,8 +179,18 @@ class EmbedderCore(AsyncLifecycle):
 
     async def aclose(self) -> None:
         for lane in {id(lane): lane for lane in self._lanes.values()}.values():
-            worker, lane.worker = lane.worker, None
-            if worker is not None:
+            workers, lane.workers = lane.workers, []
+            for worker in workers:
                 worker.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await worker
+
+
+def document_threads(settings: EmbedderSettings) -> int | None:
+    """ONNX threads of one document model call: EMBED_THREADS (default every core) shared
+    by the EMBED_DOCUMENT_CALLS that run at once; ONNX Runtime's own default for one call."""
+    calls = settings.embed_document_calls
+    if calls == 1:
+        return settings.embed_threads
+    total = settings.embed_threads or len(os.sched_getaffinity(0))
+    return max(1, total // calls)

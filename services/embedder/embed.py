@@ -70,8 +70,10 @@ def resolve_spec(name: str) -> ModelSpec:
 
 
 class Embedder:
-    """Synchronous model wrapper. One ONNX session; calls are serialised because onnxruntime
-    already uses every core for one batch."""
+    """Synchronous model wrapper over one ONNX session, which runs at most `calls` model
+    calls at once (ONNX Runtime's sessions take concurrent runs), each on `threads` threads:
+    two one-thread calls side by side kept two cores busier than one two-thread call, whose
+    threads wait for each other between the model's layers (docs/benchmarks.md)."""
 
     def __init__(
         self,
@@ -82,6 +84,7 @@ class Embedder:
         batch_size: int = 32,
         threads: int | None = None,
         spin_threads: bool = False,
+        calls: int = 1,
     ) -> None:
         from fastembed import TextEmbedding
         from fastembed.text.onnx_embedding import OnnxTextEmbedding
@@ -111,7 +114,7 @@ class Embedder:
         )
         assert inner.tokenizer is not None
         inner.tokenizer.enable_truncation(max_length=self.spec.max_tokens)
-        self._lock = threading.Lock()
+        self._slots = threading.BoundedSemaphore(calls)
         log.info(
             "embedding model loaded",
             extra={
@@ -135,7 +138,7 @@ class Embedder:
         prepared = [prefix + t for t in texts]
         # Similar lengths batched together waste less time on padding.
         order = sorted(range(len(prepared)), key=lambda i: len(prepared[i]))
-        with self._lock:
+        with self._slots:
             vectors = list(
                 self._model.embed([prepared[i] for i in order], batch_size=self.batch_size)
             )

@@ -37,7 +37,18 @@ class EmbedderSettings(CommonSettings):
         "call (queries never wait)",
     )
     embed_threads: int | None = Field(
-        default=None, ge=1, le=256, description="ONNX threads of the document session"
+        default=None,
+        ge=1,
+        le=256,
+        description="ONNX threads of the document session in all (default: every core)",
+    )
+    embed_document_calls: int = Field(
+        default=2,
+        ge=1,
+        le=64,
+        description="Document model calls run at once, sharing EMBED_THREADS between them (2 "
+        "on two cores: one thread each, the cores kept busier than by one call of two "
+        "threads); memory grows by one call's working set for each",
     )
     embed_spin_threads: bool = Field(
         default=False,

@@ -150,6 +150,44 @@ async def test_a_query_is_embedded_while_a_document_batch_runs(core: EmbedderCor
     np.testing.assert_allclose(query, alone, atol=1e-5)
 
 
+@pytest.mark.parametrize("calls", [1, 2])
+async def test_document_calls_run_side_by_side(settings: EmbedderSettings, calls: int) -> None:
+    # Two requests of a model call's worth of texts each: with EMBED_DOCUMENT_CALLS=2 both
+    # calls are inside the model at once (a barrier of two in the model call opens), with 1
+    # the second waits for the first (the barrier times out and the first call goes on).
+    core = EmbedderCore(settings.model_copy(update={"embed_document_calls": calls}))
+    model = core.lane_model("document")
+    together = threading.Barrier(2, timeout=3)
+    met: list[bool] = []
+    real_embed = model.embed
+
+    def meeting(texts: list[str], kind: EmbedKind) -> Matrix:
+        try:
+            together.wait()
+            met.append(True)
+        except threading.BrokenBarrierError:
+            met.append(False)
+        return real_embed(texts, kind)
+
+    model.embed = meeting  # type: ignore[method-assign]
+    step = settings.embed_coalesce_texts
+    try:
+        first, second = await asyncio.gather(
+            core.embed([f"first text {i}" for i in range(step)], "document"),
+            core.embed([f"second text {i}" for i in range(step)], "document"),
+        )
+    finally:
+        await core.aclose()
+    assert met[0] is (calls == 2)
+    alone = EmbedderCore(settings)
+    try:
+        expected = await alone.embed([f"first text {i}" for i in range(step)], "document")
+    finally:
+        await alone.aclose()
+    np.testing.assert_allclose(first, expected, atol=1e-5)
+    assert second.shape == (step, 384)
+
+
 async def test_one_shared_session_still_serves_queries_first(settings: EmbedderSettings) -> None:
     # EMBED_QUERY_SESSION=false: one session, and waiting query slices go before waiting
     # document slices (served in order of the model calls made).
