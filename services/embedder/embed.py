@@ -99,11 +99,10 @@ class Embedder:
                 )
             model_dir = assemble_bundled_model(cache_dir / "bundled-minilm")
         started = time.perf_counter()
+        # lazy_load: fastembed reads the model's description and tokenizer; the session is
+        # ours (`_session`), so fastembed's thread settings would be unused.
         self._model = TextEmbedding(
-            model_name=self.spec.name,
-            specific_model_path=str(model_dir),
-            threads=threads,
-            lazy_load=True,
+            model_name=self.spec.name, specific_model_path=str(model_dir), lazy_load=True
         )
         inner = self._model.model
         if not isinstance(inner, OnnxTextEmbedding):

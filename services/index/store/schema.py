@@ -149,6 +149,9 @@ HIT_COLUMNS = [
 # row never changes (a replace writes a new doc_id), so they are kept per doc_id in memory
 # and a search reads only the chunk's own columns for documents it has seen before.
 HIT_DOCUMENT_COLUMNS = ["source", "title", "library", "file_type", "last_modified", "metadata"]
+# What an entry of that memory is read with, wherever it comes from (the documents table, a
+# chunk row, a write).
+HIT_DOCUMENT_ENTRY = ["doc_id", *HIT_DOCUMENT_COLUMNS]
 HIT_CHUNK_COLUMNS = [c for c in HIT_COLUMNS if c not in HIT_DOCUMENT_COLUMNS]
 
 WINDOW_COLUMNS = ["chunk_index", "content", "page", "headings", "start_line", "end_line"]

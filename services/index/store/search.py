@@ -24,7 +24,7 @@ from services.index.store import ann, ranking, snapshot
 from services.index.store.meta import ModelStamp
 from services.index.store.ranking import Ranked, Row
 from services.index.store.rows import search_hit
-from services.index.store.schema import HIT_CHUNK_COLUMNS, HIT_DOCUMENT_COLUMNS
+from services.index.store.schema import HIT_CHUNK_COLUMNS, HIT_DOCUMENT_ENTRY
 from services.index.store.state import StoreState
 from services.index.store.tables import tables_async
 
@@ -132,7 +132,7 @@ async def materialize(
             first_of.setdefault(row["doc_id"], row["_rowid"])
     if first_of:
         take = table.take_row_ids(list(first_of.values()))
-        fetched = await take.select(["doc_id", *HIT_DOCUMENT_COLUMNS]).to_arrow()
+        fetched = await take.select(HIT_DOCUMENT_ENTRY).to_arrow()
         documents.update(state.hit_documents.remember(fetched.to_pylist()))
     by_id = {}
     for row in rows:

@@ -29,7 +29,7 @@ from services.index.store.schema import (
     DOCUMENTS,
     DOCUMENTS_SCHEMA,
     FTS_CONFIG,
-    HIT_DOCUMENT_COLUMNS,
+    HIT_DOCUMENT_ENTRY,
     JOBS,
     LIVE_ONLY,
     META,
@@ -80,7 +80,7 @@ def warm_hit_documents(state: StoreState, documents: Table) -> None:
         found = (
             documents.search()
             .where(LIVE_ONLY)
-            .select(["doc_id", *HIT_DOCUMENT_COLUMNS])
+            .select(HIT_DOCUMENT_ENTRY)
             .limit(state.hit_documents.size)
             .to_arrow()
         )

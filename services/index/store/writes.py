@@ -37,7 +37,7 @@ from services.index.store.schema import (
     CHUNKS,
     DOCUMENTS,
     DOCUMENTS_SCHEMA,
-    HIT_DOCUMENT_COLUMNS,
+    HIT_DOCUMENT_ENTRY,
     LIVE,
     LIVE_ONLY,
     PENDING,
@@ -85,7 +85,7 @@ class Writes:
                 ) from exc
             self._publish_or_defer(row)
             state.note_write()
-        state.hit_documents.remember(row.select(["doc_id", *HIT_DOCUMENT_COLUMNS]).to_pylist())
+        state.hit_documents.remember(row.select(HIT_DOCUMENT_ENTRY).to_pylist())
         return UpsertResponse(
             status="replaced" if LIVE in states else "indexed",
             doc_id=doc_id,
