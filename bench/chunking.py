@@ -19,7 +19,11 @@ is saved.
 
 Reported per setting, besides the metrics: documents split into more than one chunk (what the
 setting can change at all), chunks, text tokens (each document's, without special tokens),
-tokens embedded (the chunks' `token_count`, special tokens included) and their ratio.
+tokens embedded (the chunks' `token_count`, special tokens included) and their ratio. Each
+setting after the first is also compared with the first query by query (`paired`): the mean
+difference of each metric, a 95 % interval from a paired bootstrap over the queries, and how
+many queries went up and down, so that a difference within what another sample of queries
+would give is read as none.
 """
 
 from __future__ import annotations
@@ -188,7 +192,28 @@ async def evaluate_setting(
             mode: {name: round(sum(v) / max(len(v), 1), 4) for name, v in metrics.items()}
             for mode, metrics in scores.items()
         },
+        "per_query": scores,
     }
+
+
+def paired(base: dict[str, Any], other: dict[str, Any], draws: int = 10_000) -> dict[str, Any]:
+    """`other` against `base` on the same queries, per mode and metric: the mean difference,
+    its 95 % paired-bootstrap interval (fixed seed) and the queries that rose and fell."""
+    rng = np.random.default_rng(0)
+    out: dict[str, Any] = {}
+    for mode, metrics in base["per_query"].items():
+        for name, before in metrics.items():
+            diff = np.asarray(other["per_query"][mode][name]) - np.asarray(before)
+            picks = rng.integers(0, len(diff), size=(draws, len(diff)))
+            means = diff[picks].mean(axis=1)
+            low, high = np.percentile(means, [2.5, 97.5])
+            out[f"{mode} {name}"] = {
+                "mean_difference": round(float(diff.mean()), 4),
+                "interval_95": [round(float(low), 4), round(float(high), 4)],
+                "queries_up": int((diff > 0).sum()),
+                "queries_down": int((diff < 0).sum()),
+            }
+    return out
 
 
 async def evaluate(
@@ -203,6 +228,8 @@ async def evaluate(
         for max_tokens, overlap in settings:
             store = work / f"lancedb-{max_tokens}-{overlap}"
             result = await evaluate_setting(ds, max_tokens, overlap, embedder, store, concurrency)
+            if results:
+                result["paired_with_first"] = paired(results[0], result)
             print(render_row(result), file=sys.stderr, flush=True)
             results.append(result)
     return results
@@ -224,7 +251,34 @@ def render(results: list[dict[str, Any]]) -> str:
         "hybrid nDCG@10 | hybrid Recall@100 | vector nDCG@10 | vector Recall@100 |",
         "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    return "\n".join(head + [render_row(r) for r in results])
+    lines = head + [render_row(r) for r in results]
+    if len(results) > 1:
+        first = results[0]
+        lines += [
+            "",
+            f"Against {first['max_tokens']}:{first['overlap_tokens']}, query by query (mean "
+            "difference [95 % paired-bootstrap interval], queries up / down):",
+            "",
+            "| max tokens | overlap | " + " | ".join(PAIRED) + " |",
+            "|---:|---:|" + "---|" * len(PAIRED),
+        ]
+        for r in results[1:]:
+            cells = [_paired_cell(r["paired_with_first"][key]) for key in PAIRED]
+            lines.append(
+                f"| {r['max_tokens']} | {r['overlap_tokens']} | " + " | ".join(cells) + " |"
+            )
+    return "\n".join(lines)
+
+
+PAIRED = ("hybrid ndcg@10", "hybrid recall@100", "vector ndcg@10", "vector recall@100")
+
+
+def _paired_cell(p: dict[str, Any]) -> str:
+    low, high = p["interval_95"]
+    return (
+        f"{p['mean_difference']:+.4f} [{low:+.4f}, {high:+.4f}], "
+        f"{p['queries_up']} / {p['queries_down']}"
+    )
 
 
 def parse_setting(text: str) -> tuple[int, int]:

@@ -35,3 +35,31 @@ async def test_quality_benchmark_smoke() -> None:
         assert metrics["recall@100"] >= 0.8, (mode, metrics)
     assert report["modes"]["hybrid"]["ndcg@10"] >= 0.5
     assert "| hybrid |" in render("scifact-smoke", report)
+
+
+@pytest.mark.usefixtures("isolated_store")
+async def test_chunking_benchmark_smoke(tmp_path: Path) -> None:
+    """Two chunk sizes on a few abstracts: both measured, the second compared with the first
+    query by query (`make bench-chunking`)."""
+    from bench.chunking import evaluate as evaluate_settings
+    from bench.chunking import paired
+    from bench.chunking import render as render_settings
+
+    if not (SCIFACT / "corpus.jsonl").is_file():
+        pytest.skip(f"SciFact not found at {SCIFACT}")
+    ds = subset(load(SCIFACT), max_docs=30, max_queries=10)
+    first, second = await evaluate_settings(ds, [(256, 0), (128, 0)], tmp_path, concurrency=4)
+    assert second["chunks"] > first["chunks"] >= 30
+    assert len(first["per_query"]["hybrid"]["ndcg@10"]) == len(ds.queries)
+    same = paired(first, first)["hybrid ndcg@10"]
+    assert same == {
+        "mean_difference": 0.0,
+        "interval_95": [0.0, 0.0],
+        "queries_up": 0,
+        "queries_down": 0,
+    }
+    compared = second["paired_with_first"]["vector recall@100"]
+    low, high = compared["interval_95"]
+    assert low <= compared["mean_difference"] <= high
+    assert compared["queries_up"] + compared["queries_down"] <= len(ds.queries)
+    assert "| 128 | 0 | " in render_settings([first, second]).split("query by query")[1]
