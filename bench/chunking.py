@@ -1,7 +1,7 @@
 """What chunk size and overlap buy in retrieval quality, and what they cost in tokens.
 
     python -m bench.chunking [DATASET_DIR] [--setting 256:32 --setting 256:0 ...]
-                             [--max-docs N] [--max-queries N] [--json PATH]
+                             [--max-docs N] [--max-queries N] [--long-docs K] [--json PATH]
 
 For each setting `MAX_TOKENS:OVERLAP_TOKENS` (`CHUNK_MAX_TOKENS`, `CHUNK_OVERLAP_TOKENS`),
 in this process and through the product's own parts: the converter core (its worker process
@@ -10,6 +10,12 @@ on a temporary LanceDB of its own, and the gateway's `Library` over them (`inges
 then `search` in hybrid and vector mode, top_k 100), as `bench.quality` does. Every corpus
 entry is one document (its title as a `#` heading); chunk hits fold into a document ranking
 (first hit wins); nDCG@10 and Recall@100 per mode.
+
+With `--long-docs K`, K entries in corpus order make one long document instead, each entry a
+`##` section under the document's `#` title, as in a report or a manual: what chunking does
+where sections are packed together and split across chunks. A hit then stands for every
+entry whose lines its chunk overlaps (its `start_line`..`end_line`), in line order, and the
+ranking is of entries as before, so the judgements still apply.
 
 One embedder core serves every setting, behind a cache of vectors by text: a chunk text that
 an earlier setting already embedded (an abstract short enough to be one chunk at both, the
@@ -36,6 +42,7 @@ import tempfile
 import time
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +60,46 @@ REPO = Path(__file__).resolve().parents[1]
 SCIFACT = REPO.parent / "shared" / "data" / "retrieval" / "scifact"
 MODES = ("hybrid", "vector")
 LIBRARY = "beir"
+
+
+@dataclass
+class Corpus:
+    """What is ingested (source -> Markdown) and, for long documents, where each entry's
+    lines are (source -> [(first line, last line, entry id)])."""
+
+    documents: dict[str, str]
+    spans: dict[str, list[tuple[int, int, str]]] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, ds: Dataset, long_docs: int) -> Corpus:
+        entries = list(ds.corpus.items())
+        if long_docs <= 0:
+            return cls({d: as_markdown(t, x) or d for d, (t, x) in entries})
+        corpus = cls({})
+        for start in range(0, len(entries), long_docs):
+            source = f"collection-{start // long_docs:05d}"
+            lines = [f"# Collection {start // long_docs}", ""]
+            corpus.spans[source] = []
+            for entry, (title, text) in entries[start : start + long_docs]:
+                section = [f"## {title.strip() or entry}", "", *text.strip().splitlines(), ""]
+                first = len(lines) + 1
+                lines += section
+                corpus.spans[source].append((first, len(lines), entry))
+            corpus.documents[source] = "\n".join(lines)
+        return corpus
+
+    def ranked(self, hits: list[Any]) -> list[str]:
+        """Entry ids in the order the hits first show them."""
+        ranked: list[str] = []
+        for hit in hits:
+            spans = self.spans.get(hit.source)
+            found = (
+                [hit.source]
+                if spans is None
+                else [e for a, b, e in spans if a <= hit.end_line and b >= hit.start_line]
+            )
+            ranked += [entry for entry in found if entry not in ranked]
+        return ranked
 
 
 class CachedEmbedder:
@@ -132,6 +179,7 @@ async def setting_library(
 
 async def evaluate_setting(
     ds: Dataset,
+    corpus: Corpus,
     max_tokens: int,
     overlap: int,
     embedder: CachedEmbedder,
@@ -144,16 +192,14 @@ async def evaluate_setting(
         gate = asyncio.Semaphore(concurrency)
         embedded_before = embedder.embedded_texts
 
-        async def ingest(doc_id: str, title: str, text: str) -> None:
+        async def ingest(source: str, markdown: str) -> None:
             async with gate:
                 await library.ingest_content(
-                    IngestContentInput(
-                        content=as_markdown(title, text) or doc_id, source=doc_id, library=LIBRARY
-                    )
+                    IngestContentInput(content=markdown, source=source, library=LIBRARY)
                 )
 
         started = time.perf_counter()
-        await asyncio.gather(*(ingest(d, t, x) for d, (t, x) in ds.corpus.items()))
+        await asyncio.gather(*(ingest(s, m) for s, m in corpus.documents.items()))
         ingest_s = time.perf_counter() - started
         await library.ports.index.optimize()
         scores: dict[str, dict[str, list[float]]] = {
@@ -164,15 +210,12 @@ async def evaluate_setting(
                 found = await library.search(
                     SearchInput(query=text, top_k=100, library=LIBRARY), mode=mode
                 )
-                ranked: list[str] = []
-                for hit in found.results:
-                    if hit.source not in ranked:
-                        ranked.append(hit.source)
+                ranked = corpus.ranked(found.results)
                 scores[mode]["ndcg@10"].append(ndcg_at(ranked, ds.qrels[qid], 10))
                 scores[mode]["recall@100"].append(recall_at(ranked, ds.qrels[qid], 100))
     counts = list(converter.token_counts.values())
     embedded = sum(sum(c) for c in counts)
-    texts = [as_markdown(t, x) for t, x in ds.corpus.values()]
+    texts = list(corpus.documents.values())
     text_tokens = sum(
         len(e.ids) for e in bundled_tokenizer().encode_batch(texts, add_special_tokens=False)
     )
@@ -217,17 +260,24 @@ def paired(base: dict[str, Any], other: dict[str, Any], draws: int = 10_000) -> 
 
 
 async def evaluate(
-    ds: Dataset, settings: list[tuple[int, int]], work: Path, concurrency: int
+    ds: Dataset,
+    settings: list[tuple[int, int]],
+    work: Path,
+    concurrency: int,
+    long_docs: int = 0,
 ) -> list[dict[str, Any]]:
     from services.embedder.core import EmbedderCore
     from services.embedder.settings import EmbedderSettings
 
+    corpus = Corpus.of(ds, long_docs)
     results: list[dict[str, Any]] = []
     async with EmbedderCore(EmbedderSettings()) as core:
         embedder = CachedEmbedder(core)
         for max_tokens, overlap in settings:
             store = work / f"lancedb-{max_tokens}-{overlap}"
-            result = await evaluate_setting(ds, max_tokens, overlap, embedder, store, concurrency)
+            result = await evaluate_setting(
+                ds, corpus, max_tokens, overlap, embedder, store, concurrency
+            )
             if results:
                 result["paired_with_first"] = paired(results[0], result)
             print(render_row(result), file=sys.stderr, flush=True)
@@ -300,6 +350,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-docs", type=int, default=None)
     parser.add_argument("--max-queries", type=int, default=None)
     parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument(
+        "--long-docs",
+        type=int,
+        default=0,
+        metavar="K",
+        help="ingest K corpus entries per document, each a ## section (default: one each)",
+    )
     parser.add_argument("--json", type=Path, default=Path("var/bench/chunking.json"))
     args = parser.parse_args(argv)
     if not (args.dataset / "corpus.jsonl").is_file():
@@ -309,16 +366,18 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="mvdb-chunking-") as tmp:
         os.environ.setdefault("VAR_DIR", str(Path(tmp) / "var"))
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        results = asyncio.run(evaluate(ds, settings, Path(tmp), args.concurrency))
+        results = asyncio.run(evaluate(ds, settings, Path(tmp), args.concurrency, args.long_docs))
     report = {
         "dataset": args.dataset.name,
         "documents": len(ds.corpus),
         "queries": len(ds.queries),
+        "entries_per_document": args.long_docs or 1,
         "settings": results,
         "command": command_line("bench.chunking", argv),
     }
     write_json(args.json, report)
-    print(f"{args.dataset.name}: {len(ds.corpus)} documents, {len(ds.queries)} queries")
+    per = f", {args.long_docs} to a document" if args.long_docs else ""
+    print(f"{args.dataset.name}: {len(ds.corpus)} entries{per}, {len(ds.queries)} queries")
     print(render(results))
     print(f"(details in {args.json})")
     return 0

@@ -63,3 +63,55 @@ async def test_chunking_benchmark_smoke(tmp_path: Path) -> None:
     assert low <= compared["mean_difference"] <= high
     assert compared["queries_up"] + compared["queries_down"] <= len(ds.queries)
     assert "| 128 | 0 | " in render_settings([first, second]).split("query by query")[1]
+
+
+def test_long_documents_rank_the_entries_a_chunk_overlaps() -> None:
+    """`--long-docs`: entries become `##` sections of one document, and a chunk's lines name
+    the entries it holds, in line order, each once."""
+    from types import SimpleNamespace
+
+    from bench.beir import Dataset
+    from bench.chunking import Corpus
+
+    ds = Dataset(
+        corpus={"a": ("Alpha", "one\ntwo"), "b": ("Beta", "three"), "c": ("", "four")},
+        queries={},
+        qrels={},
+    )
+    corpus = Corpus.of(ds, long_docs=2)
+    assert list(corpus.documents) == ["collection-00000", "collection-00001"]
+    lines = corpus.documents["collection-00000"].splitlines()
+    assert lines[:7] == ["# Collection 0", "", "## Alpha", "", "one", "two", ""]
+    assert corpus.spans["collection-00000"] == [(3, 7, "a"), (8, 11, "b")]
+    assert corpus.documents["collection-00001"].splitlines()[2] == "## c"
+
+    def hit(source: str, start: int, end: int) -> SimpleNamespace:
+        return SimpleNamespace(source=source, start_line=start, end_line=end)
+
+    ranked = corpus.ranked(
+        [
+            hit("collection-00000", 8, 9),
+            hit("collection-00000", 5, 8),
+            hit("collection-00001", 1, 4),
+        ]
+    )
+    assert ranked == ["b", "a", "c"]
+    assert Corpus.of(ds, long_docs=0).ranked([hit("b", 1, 1), hit("a", 1, 2), hit("b", 2, 3)]) == [
+        "b",
+        "a",
+    ]
+
+
+@pytest.mark.usefixtures("isolated_store")
+async def test_chunking_benchmark_on_long_documents_finds_the_sections(tmp_path: Path) -> None:
+    """Five abstracts to a document: the chunks' line numbers lead back to the abstracts, so
+    the abstracts relevant to a query are found as they are one to a document."""
+    from bench.chunking import evaluate as evaluate_settings
+
+    if not (SCIFACT / "corpus.jsonl").is_file():
+        pytest.skip(f"SciFact not found at {SCIFACT}")
+    ds = subset(load(SCIFACT), max_docs=30, max_queries=10)
+    (result,) = await evaluate_settings(ds, [(256, 0)], tmp_path, concurrency=4, long_docs=5)
+    assert result["documents"] == 6 and result["chunks"] >= 6
+    for mode in ("hybrid", "vector"):
+        assert result["modes"][mode]["recall@100"] >= 0.8, result["modes"]
