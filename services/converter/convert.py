@@ -1,8 +1,9 @@
 """Bytes plus a file name in, Markdown with a title, a file type and page spans out.
 
-PDFs are read page by page with pypdfium2 (`pdf`); everything else goes through one
-MarkItDown instance. Text formats are decoded here first (UTF-8, else charset detection) and
-the charset is handed to markitdown, so a Shift-JIS CSV converts instead of failing a UTF-8
+PDFs are read page by page with pypdfium2 (`pdf`); Markdown and plain text are their own
+Markdown, decoded here and nothing more; everything else goes through one MarkItDown
+instance. Text formats are decoded here first (UTF-8, else charset detection) and the
+charset is handed to markitdown, so a Shift-JIS CSV converts instead of failing a UTF-8
 decode. Slides and sheets keep their numbers as page spans: markitdown marks slides with
 `<!-- Slide number: N -->` and sheets with `## SheetName`.
 
@@ -48,6 +49,13 @@ _BOMS = (
 # its title and its chunks a heading path.
 _DOCX_STYLE_MAP = "p[style-name='Title'] => h1:fresh"
 _PAGE_SEPARATOR = "\n\n"
+# Text that is its own Markdown. markitdown would only decode it too (its plain-text
+# converter, given the charset) and tidy it as it tidies every result (`_tidy`), after running
+# its file-type model over the bytes: a fifth of the converter's CPU on a folder of Markdown
+# notes (docs/benchmarks.md, issue 19 goal 4).
+_VERBATIM = frozenset({".md", ".txt"})
+_LINE_END = re.compile(r"\r?\n")
+_BLANK_RUN = re.compile(r"\n{3,}")
 
 
 @dataclass(frozen=True)
@@ -108,7 +116,10 @@ class DocumentConverter:
                 check_archive(data, name, self._limits, nested=True)
             elif is_zip(data):
                 check_archive(data, name, self._limits, nested=False)
-            document = self._markitdown_document(data, name, ext, route)
+            if ext in _VERBATIM and not is_zip(data):
+                document = self._verbatim_document(data, name, ext)
+            else:
+                document = self._markitdown_document(data, name, ext, route)
         if not has_text(document.markdown):
             raise NoTextError(
                 f"no text could be extracted from '{name}': the {file_type} file converted "
@@ -133,6 +144,19 @@ class DocumentConverter:
         title = extracted.title or _file_stem(name)
         return Document(markdown, title, file_type, len(extracted.pages), spans)
 
+    def _verbatim_document(self, data: bytes, name: str, ext: str) -> Document:
+        try:
+            markdown = normalise_text(_tidy(data.decode(detect_charset(data))))
+        except (UnicodeDecodeError, LookupError) as exc:
+            raise _undecodable(name, exc) from exc
+        return Document(
+            markdown=markdown,
+            title=self._title(None, markdown, name, Route.TEXT),
+            file_type=ext.lstrip("."),
+            page_count=0,
+            pages=[PageSpan(0, 0, len(markdown))],
+        )
+
     def _markitdown_document(self, data: bytes, name: str, ext: str, route: Route) -> Document:
         charset = detect_charset(data) if route is Route.TEXT else None
         info = StreamInfo(extension=ext, filename=name, charset=charset)
@@ -156,9 +180,7 @@ class DocumentConverter:
                 f"content as {ext}; check that the file really is a {ext} file"
             ) from exc
         except (UnicodeDecodeError, LookupError) as exc:
-            raise ConversionError(
-                f"could not decode the text of '{name}' ({exc}); save it as UTF-8 and retry"
-            ) from exc
+            raise _undecodable(name, exc) from exc
         markdown = normalise_text(result.markdown)
         pages, page_count = _page_spans(markdown, route)
         return Document(
@@ -175,6 +197,19 @@ class DocumentConverter:
             # The first heading here is a member file's or a sheet's, not the document's.
             return _file_stem(name)
         return sensible_title(found or "") or first_heading(markdown) or _file_stem(name)
+
+
+def _tidy(text: str) -> str:
+    """What markitdown does to every result: no blanks at line ends, no run of more than
+    one empty line."""
+    text = "\n".join(line.rstrip() for line in _LINE_END.split(text))
+    return _BLANK_RUN.sub("\n\n", text)
+
+
+def _undecodable(name: str, exc: Exception) -> ConversionError:
+    return ConversionError(
+        f"could not decode the text of '{name}' ({exc}); save it as UTF-8 and retry"
+    )
 
 
 def _first_failure(exc: FileConversionException) -> str:

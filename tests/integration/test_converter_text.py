@@ -1,0 +1,70 @@
+"""Markdown and plain text are decoded, not converted: the Markdown, title and pages are what
+markitdown itself gives for the same bytes (real files from shared/data and awkward ones),
+without its file-type model; anything else named .md or .txt still goes through markitdown."""
+
+from __future__ import annotations
+
+import codecs
+from pathlib import Path
+
+import pytest
+
+from services.converter.archive import ArchiveLimits
+from services.converter.convert import DocumentConverter
+from services.converter.formats import Route
+from tests.conftest import REPO, zip_bytes
+
+FILES = REPO.parent / "shared" / "data" / "files"
+LIMITS = ArchiveLimits(max_entries=20, max_uncompressed_bytes=10_000_000, max_depth=2)
+
+AWKWARD = {
+    "page.txt": b"<html><head><title>T</title></head><body><h1>Hi</h1><p>x</p></body></html>",
+    "table.txt": b"a,b,c\n1,2,3\n4,5,6\n",
+    "data.md": b'{"a": [1, 2, 3], "b": "x"}',
+    "feed.txt": b'<?xml version="1.0"?><rss><channel><title>x</title></channel></rss>',
+    "sjis.txt": "日本語のテキストです。これはテストです。".encode("shift_jis") * 20,
+    "bom16.md": codecs.BOM_UTF16_LE + "# Titel\n\nÄpfel und Birnen".encode("utf-16-le"),
+    "latin.txt": "Ça va très bien, merci. Déjà vu.".encode("latin-1") * 10,
+    "crlf.md": b"# Head\r\n\r\nline one  \r\nline two\r\n",
+    "blanks.md": "# T\u3000\n\na\xa0 \n\n\n\nb \r c\t\r\n\x85d\n\n\n".encode(),
+}
+
+
+def cases() -> list[tuple[str, bytes]]:
+    found = [
+        (p.name, p.read_bytes()) for p in sorted(FILES.rglob("*")) if p.suffix in (".md", ".txt")
+    ]
+    return found + list(AWKWARD.items())
+
+
+@pytest.fixture(scope="module")
+def converter() -> DocumentConverter:
+    return DocumentConverter(LIMITS)
+
+
+@pytest.mark.parametrize(("name", "data"), cases(), ids=[name for name, _ in cases()])
+def test_text_decoded_here_is_what_markitdown_gives(
+    converter: DocumentConverter, name: str, data: bytes
+) -> None:
+    ext = Path(name).suffix
+    if not data.strip():
+        pytest.skip("an empty file is refused before either path")
+    assert converter.convert(data, name) == converter._markitdown_document(
+        data, name, ext, Route.TEXT
+    )
+
+
+def test_the_shared_files_include_markdown_and_plain_text() -> None:
+    if not FILES.is_dir():
+        pytest.skip(f"{FILES} not found")
+    suffixes = {Path(name).suffix for name, _ in cases()[: -len(AWKWARD)]}
+    assert {".md", ".txt"} <= suffixes
+
+
+def test_an_archive_named_markdown_is_still_checked_and_converted_by_markitdown(
+    converter: DocumentConverter,
+) -> None:
+    data = zip_bytes({"inner.txt": b"hello from inside"})
+    assert converter.convert(data, "notes.md") == converter._markitdown_document(
+        data, "notes.md", ".md", Route.TEXT
+    )
