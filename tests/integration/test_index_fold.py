@@ -191,8 +191,7 @@ def test_the_guard_takes_fold_commits_only_while_folding(tmp_path: Path) -> None
     def rebased_over(guard: WriterGuard, other: Callable[[], object]) -> None:
         guard.check([("t", mine)])
         other()
-        mine.add(row)
-        guard.committed("t", mine)
+        guard.committed("t", mine, mine.add(row).version)
 
     for _ in range(3):
         mine.add(row)  # small fragments, for the compaction to rewrite
@@ -250,3 +249,37 @@ def test_a_fold_whose_cleanup_removes_the_version_it_started_from_is_not_a_confl
     expected = {source: found.doc_id for source, found in kept.items()}
     assert_complete(store, {**expected, "late.md": late.doc_id})
     store.close()
+
+
+def test_a_fold_commit_landing_just_after_a_write_is_not_a_conflict(tmp_path: Path) -> None:
+    """The other side of the race: the write commits first and a fold's commit lands before
+    the write's handle is read again, so the latest version is the fold's, not the write's
+    (seen in a 60-document ingest: the write's append made version 57, the fold's compaction
+    58). The guard knows which version the write made; the other is the fold's. A foreign
+    append in the same place is still a conflict."""
+    schema = pa.schema([("k", pa.string())])
+    mine = lancedb.connect(tmp_path / "db").create_table("t", schema=schema)
+    folder = lancedb.connect(tmp_path / "db").open_table("t")
+    row = pa.table({"k": ["x"]}, schema=schema)
+    for _ in range(3):
+        mine.add(row)  # small fragments, for the compaction to rewrite
+    guard = WriterGuard("the-store", enabled=True)
+    guard.adopt([("t", mine)])
+    with guard.folding():
+        guard.check([("t", mine)])
+        made = mine.add(row).version
+        folder.checkout_latest()
+        folder.optimize()  # the fold's compaction, after the write's commit
+        mine.checkout_latest()
+        assert mine.version > made
+        guard.committed("t", mine, made)
+        assert guard.conflict is None
+        guard.check([("t", mine)])
+        assert guard.conflict is None
+
+        made = mine.add(row).version
+        folder.checkout_latest()
+        folder.add(row)  # another writer's append, after the write's commit
+        mine.checkout_latest()
+        guard.committed("t", mine, made)
+    assert guard.conflict is not None and "another process" in guard.conflict

@@ -150,8 +150,8 @@ def test_a_commit_rebased_over_a_foreign_one_stops_the_writer(tmp_path: Path) ->
     guard.adopt([("t", mine)])
     guard.check([("t", mine)])
     theirs.add(pa.table({"k": ["theirs"]}, schema=schema))
-    mine.add(pa.table({"k": ["mine"]}, schema=schema))
-    guard.committed("t", mine)
+    made = mine.add(pa.table({"k": ["mine"]}, schema=schema)).version
+    guard.committed("t", mine, made)
     assert guard.conflict is not None and "another process" in guard.conflict
     assert mine.count_rows() == 2
     with pytest.raises(ConcurrentWriterError):
@@ -161,8 +161,8 @@ def test_a_commit_rebased_over_a_foreign_one_stops_the_writer(tmp_path: Path) ->
     alone.adopt([("t", mine)])
     for _ in range(3):
         alone.check([("t", mine)])
-        mine.add(pa.table({"k": ["mine"]}, schema=schema))
-        alone.committed("t", mine)
+        made = mine.add(pa.table({"k": ["mine"]}, schema=schema)).version
+        alone.committed("t", mine, made)
     assert alone.conflict is None
 
 

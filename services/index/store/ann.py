@@ -73,8 +73,8 @@ def maybe_build(state: StoreState, chunks: Table) -> None:
     with state.write_lock:
         before, state.ivf_partitions = state.ivf_partitions, partitions
         state.guard.refuse_if_conflicted()
-        record = meta.record(state.db, meta.IVF_PARTITIONS_KEY, str(partitions))
-        state.guard.committed(META, record)
+        record, made = meta.record(state.db, meta.IVF_PARTITIONS_KEY, str(partitions))
+        state.guard.committed(META, record, made)
     log.info(
         "rebuilt the approximate vector index" if before else "built the approximate vector index",
         extra={

@@ -71,8 +71,8 @@ def save(state: StoreState, record: JobRecord) -> None:
         table = _table(state)
         state.guard.check([(JOBS, table)])
         merge = table.merge_insert("job_id")
-        merge.when_matched_update_all().when_not_matched_insert_all().execute(row)
-        state.guard.committed(JOBS, table)
+        made = merge.when_matched_update_all().when_not_matched_insert_all().execute(row).version
+        state.guard.committed(JOBS, table, made)
 
 
 def get(state: StoreState, job_id: str) -> JobRecord:
@@ -97,6 +97,6 @@ def delete_finished_before(state: StoreState, cutoff: str) -> int:
         count = table.count_rows(where)
         if count:
             state.guard.check([(JOBS, table)])
-            table.delete(where)
-            state.guard.committed(JOBS, table)
+            made = table.delete(where).version
+            state.guard.committed(JOBS, table, made)
     return count

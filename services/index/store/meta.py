@@ -47,12 +47,13 @@ def create_stamp(db: lancedb.DBConnection, model: str, dim: int) -> ModelStamp:
     return read_stamp(db) or ModelStamp(model=model, dim=dim)
 
 
-def record(db: lancedb.DBConnection, key: str, value: str) -> Table:
-    """Set `key`; the table handle that committed it (for the writer guard)."""
+def record(db: lancedb.DBConnection, key: str, value: str) -> tuple[Table, int]:
+    """Set `key`; the table handle that committed it and the version it made (for the
+    writer guard)."""
     row = pa.table({"key": [key], "value": [value]}, schema=META_SCHEMA)
     table = db.open_table(META)
-    table.merge_insert("key").when_matched_update_all().when_not_matched_insert_all().execute(row)
-    return table
+    merge = table.merge_insert("key").when_matched_update_all().when_not_matched_insert_all()
+    return table, merge.execute(row).version
 
 
 def check_model(stamp: ModelStamp | None, model: str | None, dim: int) -> None:

@@ -156,16 +156,16 @@ def ensure_tables(state: StoreState, model: str, dim: int) -> tuple[Table, Table
         open_tables(state)
     if state.stamp is None:
         state.stamp = meta.create_stamp(state.db, model, dim)
-        state.guard.committed(META, state.db.open_table(META), commits=None)
+        state.guard.committed(META, state.db.open_table(META), None)
     meta.check_model(state.stamp, model, dim)
     # Created here: the versions are this process's own (`writer_guard`).
     if state.documents is None:
         state.documents = state.db.create_table(DOCUMENTS, schema=DOCUMENTS_SCHEMA, exist_ok=True)
-        state.guard.committed(DOCUMENTS, state.documents, commits=None)
+        state.guard.committed(DOCUMENTS, state.documents, None)
     if state.chunks is None:
         chunks = state.db.create_table(CHUNKS, schema=chunks_schema(dim), exist_ok=True)
         ensure_chunk_indexes(chunks)
-        state.guard.committed(CHUNKS, chunks, commits=None)
+        state.guard.committed(CHUNKS, chunks, None)
         state.chunks = chunks
     return state.documents, state.chunks
 

@@ -13,8 +13,9 @@ tables it writes:
   each with the version it last committed or adopted: a version it did not make means
   another writer, and the commit is refused with `ConcurrentWriter` (409
   `concurrent_writer`);
-- after each commit (`committed`) it records the new version; a single commit that landed
-  more than one version further was rebased over a foreign one, which is a conflict too.
+- after each commit (`committed`) it records the version the commit made (Lance reports
+  it); any other version since the last one it knew was another process's commit, rebased
+  over or landed just after, which is a conflict too.
 
 Maintenance (`maintenance.optimize`: compaction, folding new rows into the indexes, vector
 index builds) runs without the write lock, on table handles of its own, so its commits land
@@ -92,30 +93,30 @@ class WriterGuard:
                 # First met (a table this process opened lazily, or an empty one just
                 # created): nothing in it was written by another process yet.
                 self._versions[name] = found
-            elif found != mine and not self._folds_only(name, table, mine, found):
+            elif found != mine and not self._folds_only(name, table, range(mine + 1, found + 1)):
                 self._found(f"table {name!r} is at version {found}, this process wrote {mine}")
             else:
                 self._versions[name] = found
         self.refuse_if_conflicted()
 
-    def committed(self, name: str, table: Table, *, commits: int | None = 1) -> None:
-        """After a commit of this process: record the version it made. With `commits`
-        given, a version further on than that is a rebase over a foreign commit: the
-        write itself is stored, and every later one is refused."""
+    def committed(self, name: str, table: Table, made: int | None) -> None:
+        """After a commit of this process, which made version `made` of `table` (None: the
+        table was just created here): record it. Every other version since the one this
+        process last saw must be a fold's, landed just before this commit or just after
+        it; one that is not is another writer's: the write itself is stored, and every
+        later one is refused."""
         if not self.enabled:
             return
-        found, mine = table.version, self._versions.get(name)
-        if (
-            commits is not None
-            and mine
-            and found > mine + commits
-            and not self._folds_only(name, table, mine, found - commits)
-        ):
-            self._found(
-                f"a commit to table {name!r} landed at version {found}, not {mine + commits}: "
-                "another process committed in between"
-            )
-        self._versions[name] = found
+        latest, mine = max(table.version, made or 0), self._versions.get(name)
+        if made is not None and mine:
+            others = [v for v in range(mine + 1, latest + 1) if v != made]
+            if others and not self._folds_only(name, table, others):
+                self._found(
+                    f"a commit to table {name!r} made version {made}, and version(s) "
+                    f"{', '.join(map(str, others))} beside it are not this process's: "
+                    "another process committed in between"
+                )
+        self._versions[name] = latest
 
     @contextmanager
     def folding(self) -> Iterator[None]:
@@ -143,15 +144,14 @@ class WriterGuard:
         known.update({v["version"]: v.get("metadata") or {} for v in table.list_versions()})
         return known
 
-    def _folds_only(self, name: str, table: Table, after: int, upto: int) -> bool:
-        """Whether a fold of this process is running and versions `after`+1 .. `upto` of
-        `table` all leave its rows as they were (see the module docstring)."""
+    def _folds_only(self, name: str, table: Table, versions: Iterable[int]) -> bool:
+        """Whether a fold of this process is running and each of `versions` of `table`
+        left its rows as the version before it had them (see the module docstring)."""
         if not self._folds:
             return False
         summaries = self._summaries_of(name, table)
         return all(
-            fold_like(summaries.get(version - 1), summaries.get(version))
-            for version in range(after + 1, upto + 1)
+            fold_like(summaries.get(version - 1), summaries.get(version)) for version in versions
         )
 
     def _found(self, detail: str) -> None:

@@ -96,8 +96,8 @@ class Writes:
         """Step 1: the new version's documents row, invisible while 'pending'."""
         documents, _ = require_tables(self.state)
         self.state.guard.check(both(self.state))
-        documents.add(row)
-        self.state.guard.committed(DOCUMENTS, documents)
+        made = documents.add(row).version
+        self.state.guard.committed(DOCUMENTS, documents, made)
 
     def swap_chunks(
         self, library: str, source: str, rows: pa.Table, *, replacing: bool = True
@@ -110,15 +110,16 @@ class Writes:
         _, chunks = require_tables(self.state)
         self.state.guard.check(both(self.state))
         if not replacing:
-            chunks.add(rows)
+            made = chunks.add(rows).version
         else:
-            (
+            made = (
                 chunks.merge_insert("chunk_id")
                 .when_not_matched_insert_all()
                 .when_not_matched_by_source_delete(key_filter(library, source))
                 .execute(rows)
+                .version
             )
-        self.state.guard.committed(CHUNKS, chunks)
+        self.state.guard.committed(CHUNKS, chunks, made)
 
     def publish(self, row: pa.Table) -> None:
         """Step 3, one commit: this row 'live', every other row of (library, source) gone.
@@ -131,14 +132,15 @@ class Writes:
         )
         library, source = live["library"][0].as_py(), live["source"][0].as_py()
         self.state.guard.check(both(self.state))
-        (
+        made = (
             documents.merge_insert("doc_id")
             .when_matched_update_all()
             .when_not_matched_insert_all()
             .when_not_matched_by_source_delete(key_filter(library, source))
             .execute(live)
+            .version
         )
-        self.state.guard.committed(DOCUMENTS, documents)
+        self.state.guard.committed(DOCUMENTS, documents, made)
 
     def _publish_or_defer(self, row: pa.Table) -> None:
         doc_id = row["doc_id"][0].as_py()
@@ -187,8 +189,8 @@ class Writes:
 def guarded_delete(state: StoreState, name: str, table: Table, where: str) -> None:
     """One delete commit, through the writer guard."""
     state.guard.check(both(state))
-    table.delete(where)
-    state.guard.committed(name, table)
+    made = table.delete(where).version
+    state.guard.committed(name, table, made)
 
 
 def pending_row(documents: Table, doc_id: str) -> pa.Table | None:
