@@ -112,11 +112,10 @@ class DocumentConverter:
         if route is Route.PDF:
             document = self._pdf(data, name, file_type)
         else:
-            if route is Route.ARCHIVE:
-                check_archive(data, name, self._limits, nested=True)
-            elif is_zip(data):
-                check_archive(data, name, self._limits, nested=False)
-            if ext in _VERBATIM and not is_zip(data):
+            zipped = is_zip(data)
+            if route is Route.ARCHIVE or zipped:
+                check_archive(data, name, self._limits, nested=route is Route.ARCHIVE)
+            if ext in _VERBATIM and not zipped:
                 document = self._verbatim_document(data, name, ext)
             else:
                 document = self._markitdown_document(data, name, ext, route)
