@@ -30,11 +30,8 @@ AWKWARD = {
 }
 
 
-def cases() -> list[tuple[str, bytes]]:
-    found = [
-        (p.name, p.read_bytes()) for p in sorted(FILES.rglob("*")) if p.suffix in (".md", ".txt")
-    ]
-    return found + list(AWKWARD.items())
+SHARED = [(p.name, p.read_bytes()) for p in sorted(FILES.rglob("*")) if p.suffix in (".md", ".txt")]
+CASES = SHARED + list(AWKWARD.items())
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +39,7 @@ def converter() -> DocumentConverter:
     return DocumentConverter(LIMITS)
 
 
-@pytest.mark.parametrize(("name", "data"), cases(), ids=[name for name, _ in cases()])
+@pytest.mark.parametrize(("name", "data"), CASES, ids=[name for name, _ in CASES])
 def test_text_decoded_here_is_what_markitdown_gives(
     converter: DocumentConverter, name: str, data: bytes
 ) -> None:
@@ -57,7 +54,7 @@ def test_text_decoded_here_is_what_markitdown_gives(
 def test_the_shared_files_include_markdown_and_plain_text() -> None:
     if not FILES.is_dir():
         pytest.skip(f"{FILES} not found")
-    suffixes = {Path(name).suffix for name, _ in cases()[: -len(AWKWARD)]}
+    suffixes = {Path(name).suffix for name, _ in SHARED}
     assert {".md", ".txt"} <= suffixes
 
 
