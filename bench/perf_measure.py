@@ -332,14 +332,21 @@ def exact_top_k(
     return [set(keys) for keys in best_keys], rows
 
 
-def ann_recall(cluster: LocalCluster, queries: np.ndarray, k: int = 10) -> dict[str, Any]:
-    """Vector-mode results of the index service against exact top-k over every stored vector."""
-    from libs.vectors import encode
+def ann_recall(cluster: LocalCluster, queries: list[str], k: int = 10) -> dict[str, Any]:
+    """Vector-mode results of the index service against exact top-k over every stored
+    vector, for real queries embedded by the cluster's embedder (a stored chunk's own vector
+    as the query would find that chunk's near copies in one partition, which flatters an
+    approximate index)."""
+    from libs.vectors import decode, encode
 
-    truths, rows = exact_top_k(cluster.env["LANCEDB_URI"], queries.astype(np.float32), k)
-    hits = 0
     with httpx.Client(timeout=60) as client:
-        for q, truth in zip(queries, truths, strict=True):
+        reply = client.post(cluster.embedder + "/embed", json={"texts": queries, "kind": "query"})
+        reply.raise_for_status()
+        body = reply.json()
+        vectors = decode(body["vectors_b64"], body["dim"], len(queries))
+        truths, rows = exact_top_k(cluster.env["LANCEDB_URI"], vectors, k)
+        hits = 0
+        for q, truth in zip(vectors, truths, strict=True):
             got = client.post(
                 cluster.index + "/search",
                 json={"query": "", "vector_b64": encode(q[None, :]), "top_k": k, "mode": "vector"},

@@ -11,9 +11,10 @@ too. Run it under `nice`: it is hours of CPU on two cores.
 
 `measure` starts a cluster on that table and one on a 10k table beside it, and reports:
 search p50/p95 through MCP, `list_documents` and `list_libraries`, the index's RSS, vector
-recall@10 against exact search (numpy over every stored vector, in blocks), the time to build
-and to rebuild the vector index, and the per-document ingest time of real documents through
-the gateway into the large table against the 10k one (alternating, same run).
+recall@10 of real queries against exact search (numpy over every stored vector, in blocks),
+the time to build and to rebuild the vector index, and the per-document ingest time of real
+documents through the gateway into the large table against the 10k one (alternating, same
+run).
 """
 
 from __future__ import annotations
@@ -182,7 +183,7 @@ def folds(cluster: LocalCluster) -> tuple[float, float]:
 def measure(args: argparse.Namespace) -> dict[str, Any]:
     var: Path = args.var
     texts, vectors, tokens = base_material(var, args.base_docs)
-    report: dict[str, Any] = {"load_avg_before": load_avg()}
+    report: dict[str, Any] = {"load_avg_before": load_avg(), "env": dict(args.env)}
     small_var = var / "small"
     with running(local_env(small_var, LOG_LEVEL="WARNING")) as small:
         bulk_load(small, args.small, texts, vectors, np.random.default_rng(7), tokens=tokens)
@@ -195,11 +196,12 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     all_queries = list(load(SCIFACT).queries.values())
     queries = all_queries[: args.queries]
     warmup = all_queries[args.queries : args.queries + 50]
-    rng = np.random.default_rng(11)
-    query_vecs = np.stack([vectors[i] for i in rng.integers(0, len(vectors), args.recall_queries)])
+    recall_queries = all_queries[-args.recall_queries :]
+    # --env applies to both clusters measured (the build above uses the defaults).
+    extra = dict(args.env)
     with (
-        running(local_env(small_var, LOG_LEVEL="WARNING")) as small,
-        running(local_env(large_var, LOG_LEVEL="WARNING")) as large,
+        running({**local_env(small_var, LOG_LEVEL="WARNING"), **extra}) as small,
+        running({**local_env(large_var, LOG_LEVEL="WARNING"), **extra}) as large,
     ):
         clusters = {"small": small, "large": large}
         with MemorySampler(large) as serving:
@@ -208,7 +210,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                 entry.update(asyncio.run(mcp_latencies(cluster, queries, warmup)))
                 entry["load_avg"] = load_avg()
                 entry["hops"] = hop_latencies(cluster, queries[:100])
-                entry["vector_index"] = ann_recall(cluster, query_vecs)
+                entry["vector_index"] = ann_recall(cluster, recall_queries)
                 report[name] = entry
                 print(name, json.dumps(entry), file=sys.stderr, flush=True)
         with MemorySampler(large) as ingesting:
