@@ -93,7 +93,14 @@ class IndexSettings(CommonSettings):
         "many rows; below it vector search is exact, at about 0.8 ms per 1,000 rows on 2 cores",
     )
     index_vector_nprobes: int = Field(
-        default=20, ge=1, description="IVF partitions probed per query (unfiltered)"
+        default=20, ge=1, description="Fewest IVF partitions probed per query (unfiltered)"
+    )
+    index_vector_probe_share: float = Field(
+        default=0.03,
+        ge=0,
+        le=1,
+        description="...or this share of the partitions, if more: a fixed count probes a "
+        "smaller share as the index grows (about sqrt(rows) partitions)",
     )
     index_vector_refine_factor: int = Field(
         default=2,
@@ -101,7 +108,7 @@ class IndexSettings(CommonSettings):
         description="Candidates re-ranked with exact distances, as a multiple of the limit",
     )
     index_cache_mb: int = Field(
-        default=256, ge=8, description="LanceDB index cache (IVF partitions, FTS, B-trees), MiB"
+        default=512, ge=8, description="LanceDB index cache (IVF partitions, FTS, B-trees), MiB"
     )
     index_metadata_cache_mb: int = Field(
         default=32, ge=4, description="LanceDB metadata cache (manifests, fragments), MiB"

@@ -4,13 +4,17 @@ current by optimize, found again after a restart, and close to exact search."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import cast
 
 import numpy as np
+from lancedb.table import AsyncTable
 
 from libs.contracts import IndexSearchRequest
 from libs.vectors import encode
 from services.index.core import IndexCore
 from services.index.settings import IndexSettings
+from services.index.store import ann
+from services.index.store.state import StoreState
 from tests.index_helpers import upsert_request
 
 DIM = 384
@@ -106,3 +110,20 @@ async def test_vector_index_is_built_again_as_the_table_outgrows_its_partitions(
     # After a restart the partitions are those recorded at the build, not sqrt(3000) = 54.
     async with IndexCore(settings) as reopened:
         assert reopened.store is not None and reopened.store.state.ivf_partitions == 48
+
+
+async def test_probes_are_a_share_of_the_partitions_once_that_is_more_than_the_minimum(
+    tmp_path: Path,
+) -> None:
+    settings = IndexSettings(
+        lancedb_uri=str(tmp_path / "db"), index_vector_nprobes=20, index_vector_probe_share=0.03
+    )
+    state = StoreState(settings)
+    probes = {}
+    for partitions in (0, 12, 100, 666, 667, 1000, 4000):
+        state.ivf_partitions = partitions
+        # No filter: neither the table nor its version is read.
+        probes[partitions] = await ann.nprobes(state, cast(AsyncTable, None), 0, None)
+    # Exact search without an index; never more probes than partitions; the minimum up to
+    # 666 partitions (3 % of it is 19.98); 3 %, rounded up, past it.
+    assert probes == {0: 0, 12: 12, 100: 20, 666: 20, 667: 21, 1000: 30, 4000: 120}

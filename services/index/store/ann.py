@@ -29,13 +29,17 @@ log = logging.getLogger(__name__)
 
 
 async def nprobes(state: StoreState, table: AsyncTable, version: int, where: str | None) -> int:
-    """IVF partitions to probe, 0 while vector search is exact. More when a filter keeps
-    few rows, since the nearest allowed rows may then sit in partitions the default
-    probes miss."""
+    """IVF partitions to probe, 0 while vector search is exact: `INDEX_VECTOR_NPROBES`, or
+    `INDEX_VECTOR_PROBE_SHARE` of the partitions when that is more, so recall holds as the
+    index grows. More when a filter keeps few rows, since the nearest allowed rows may then
+    sit in partitions the default probes miss."""
     partitions = state.ivf_partitions
     if not partitions:
         return 0
-    probes = state.settings.index_vector_nprobes
+    settings = state.settings
+    probes = max(
+        settings.index_vector_nprobes, math.ceil(settings.index_vector_probe_share * partitions)
+    )
     if where:
         probes = math.ceil(probes / await _selectivity(state, table, version, where))
     return min(probes, partitions)
