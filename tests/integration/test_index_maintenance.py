@@ -5,6 +5,7 @@ ingest read compacted, indexed rows."""
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,7 @@ import pytest
 from libs.contracts import IndexSearchRequest
 from services.index.core import IndexCore
 from services.index.settings import IndexSettings
-from services.index.store import IndexStore
+from services.index.store import IndexStore, maintenance
 from tests.index_helpers import upsert_request
 
 pytestmark = pytest.mark.integration
@@ -67,3 +68,27 @@ async def test_an_ingest_that_pauses_is_folded_in_without_waiting_the_interval(
         assert stats is not None and stats.num_unindexed_rows == 0
         hits = (await core.search(IndexSearchRequest(query="words", mode="bm25"))).results
         assert len(hits) == 2
+
+
+def test_after_a_long_fold_the_next_waits_four_times_as_long(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A fold as slow as the full-text merge of a large table, on a small one.
+    real_fold = maintenance.fold_table
+
+    def slow_fold(table: Any, retention: Any) -> None:
+        time.sleep(0.5)
+        real_fold(table, retention)
+
+    monkeypatch.setattr(maintenance, "fold_table", slow_fold)
+    store = IndexStore(
+        settings_for(tmp_path, index_optimize_every_writes=1, index_optimize_quiet_s=0.1)
+    )
+    store.upsert(upsert_request("a.md", ["alpha words"]))
+    assert store.optimize_due()  # every write is due at once
+    store.optimize()  # two tables, each fold at least 0.5 s
+    store.upsert(upsert_request("b.md", ["beta words"], seed=1))
+    wait = store.seconds_until_optimize()
+    # Due by its write count, but resting for about 4 x 1 s from the fold's end.
+    assert wait is not None and wait > 3.0 and not store.optimize_due()
+    store.close()

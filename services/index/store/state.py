@@ -122,6 +122,8 @@ class StoreState:
         self.writes_since_optimize = 0
         self.dirty_since: float | None = None
         self.last_write = 0.0
+        # No automatic fold before this (monotonic): `maintenance.FOLD_REST`.
+        self.fold_rest_until = 0.0
         # IVF partitions of the vector index, 0 while vector search is exact.
         self.ivf_partitions = 0
         self.selectivity = SelectivityCache()
