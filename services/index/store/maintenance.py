@@ -21,9 +21,9 @@ chunks a fold took 10 s to 2 minutes, every write waiting, while it held the loc
 A fold's cost grows with the table, not with the rows it folds in: merging 500 new rows into
 the full-text index of a million chunks took 3 s (the vector index's part and the
 compaction, 0.2 s), and in `bench.scale` two such folds ran beside an ingest of 120
-documents that took 15-16 s. So after a fold of F seconds the next automatic one waits at least `FOLD_REST` x F: folds
-take at most a fifth of the time, while at ten thousand chunks (folds of 0.1-0.5 s) the
-quiet rule still decides.
+documents that took 15-16 s. So after a fold of F seconds the next automatic one waits at
+least `FOLD_REST` x F: folds take at most a fifth of the time, while at ten thousand chunks
+(folds of 0.1-0.5 s) the quiet rule still decides.
 """
 
 from __future__ import annotations
