@@ -11,7 +11,7 @@ import ipaddress
 import os
 import socket
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +20,22 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 SHARED_FILES = REPO.parent / "shared" / "data" / "files"
 SCIFACT = REPO.parent / "shared" / "data" / "retrieval" / "scifact"
+
+
+def shown_defaults(classes: Iterable[type[Any]]) -> dict[str, str]:
+    """Every setting of `classes` with a plain default, as its environment variable would
+    spell it (`true`, `60` for 60.0): what README, .env.example and compose must show."""
+    shown: dict[str, str] = {}
+    for cls in classes:
+        for name, field in cls.model_fields.items():
+            value = field.default
+            if isinstance(value, bool):
+                shown[name.upper()] = "true" if value else "false"
+            elif isinstance(value, float) and value.is_integer():
+                shown[name.upper()] = str(int(value))
+            elif isinstance(value, int | float | str):
+                shown[name.upper()] = str(value)
+    return shown
 
 
 def zip_bytes(entries: dict[str, bytes]) -> bytes:

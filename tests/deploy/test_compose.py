@@ -21,7 +21,7 @@ from services.converter.settings import ConverterSettings
 from services.embedder.settings import EmbedderSettings
 from services.gateway.settings import GatewaySettings
 from services.index.settings import IndexSettings
-from tests.conftest import REPO
+from tests.conftest import REPO, shown_defaults
 from tests.deploy.conftest import compose_config, compose_project, image_env, run
 
 COMPOSE_FILE = REPO / "docker-compose.yml"
@@ -77,6 +77,21 @@ def test_env_example_documents_every_setting() -> None:
     fields = {name.upper() for cls in SETTINGS for name in cls.model_fields}
     missing = sorted(fields - set(documented))
     assert not missing, f".env.example lacks {missing}: document each with its default"
+
+
+def test_env_example_gives_the_code_defaults() -> None:
+    """With test_compose_defaults_match_env_example below, compose's defaults are the code's
+    too: .env.example once said INDEX_CACHE_MB=256, as compose did, while the code said 512."""
+    documented = _env_example()
+    # Where the containers differ from a local run on purpose: the named volume's path.
+    container_values = {"LANCEDB_URI": "/data/lancedb"}
+    wrong = []
+    for name, default in shown_defaults(SETTINGS).items():
+        value, active = documented.get(name, ("", False))
+        expected = container_values.get(name, default)
+        if active and value != expected:
+            wrong.append(f".env.example {name}={value} (code: {expected})")
+    assert wrong == []
 
 
 def test_compose_defaults_match_env_example() -> None:
