@@ -116,7 +116,7 @@ class IndexCore(AsyncLifecycle):
                 continue
             try:
                 with OPTIMIZE_SECONDS.time():
-                    await anyio.to_thread.run_sync(store.optimize)
+                    await anyio.to_thread.run_sync(store.maintain)
             except Exception:
                 # Search still finds unindexed rows; the next round, an interval later,
                 # tries again.

@@ -75,10 +75,11 @@ class IndexSettings(CommonSettings):
         "small write's fragment",
     )
     index_version_retention_s: float = Field(
-        default=3600.0,
+        default=120.0,
         ge=0,
-        description="Optimize removes table versions older than this (time travel window); "
-        "a fold keeps those written since it began, and 10 minutes more",
+        description="Optimize removes table versions older than this; a fold keeps those "
+        "written since it began, and 2 minutes more. Every write looks at the versions kept, "
+        "so a long ingest slows down as they pile up (a replace is three commits)",
     )
     index_read_consistency_s: float = Field(
         default=5.0,

@@ -229,7 +229,7 @@ def test_a_fold_whose_cleanup_removes_the_version_it_started_from_is_not_a_confl
     """The fold's cleanup removes old versions, the one it started from included when that
     one is older than INDEX_VERSION_RETENTION_S (here: every version but the latest); the
     guard still tells the fold's commits from a foreign writer's."""
-    # The fold keeps what was written since it began and 1 s more (600 s in the service):
+    # The fold keeps what was written since it began and 1 s more (120 s in the service):
     # the version it starts from, 1.5 s old, is removed; its own commits are not.
     monkeypatch.setattr(maintenance, "_KEEP_S", 1.0)
     store = IndexStore(settings_for(tmp_path, index_version_retention_s=0))
@@ -249,6 +249,39 @@ def test_a_fold_whose_cleanup_removes_the_version_it_started_from_is_not_a_confl
     expected = {source: found.doc_id for source, found in kept.items()}
     assert_complete(store, {**expected, "late.md": late.doc_id})
     store.close()
+
+
+class CleanedMeanwhile:
+    """A table whose first `failures` listings of versions meet a cleanup removing a version
+    file between Lance's listing and its read, as Lance reports it."""
+
+    def __init__(self, table: Table, failures: int) -> None:
+        self.table, self.failures, self.listings = table, failures, 0
+
+    def list_versions(self) -> list[dict[str, Any]]:
+        self.listings += 1
+        if self.listings <= self.failures:
+            raise RuntimeError(
+                "lance error: Not found: /store/documents.lance/_versions/"
+                "18446744073709551559.manifest"
+            )
+        return self.table.list_versions()  # type: ignore[no-any-return]
+
+
+def test_a_listing_of_versions_that_meets_a_cleanup_is_taken_again(tmp_path: Path) -> None:
+    """Seen in a 3,200-write ingest with a short retention: a write's guard check listed the
+    versions while a fold's cleanup removed old ones, and the write failed."""
+    table = lancedb.connect(tmp_path).create_table("t", pa.table({"k": ["a"]}))
+    table.add(pa.table({"k": ["b"]}))
+    guard = WriterGuard("the-store", enabled=True)
+    raced = CleanedMeanwhile(table, failures=1)
+    with guard.folding():
+        guard.remember([("t", raced)])  # type: ignore[list-item]
+    assert raced.listings == 2
+    always = CleanedMeanwhile(table, failures=10)
+    with guard.folding(), pytest.raises(RuntimeError, match="Not found"):
+        guard.remember([("t", always)])  # type: ignore[list-item]
+    assert always.listings == 3
 
 
 def test_a_fold_commit_landing_just_after_a_write_is_not_a_conflict(tmp_path: Path) -> None:

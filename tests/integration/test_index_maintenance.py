@@ -92,3 +92,42 @@ def test_after_a_long_fold_the_next_waits_four_times_as_long(
     # Due by its write count, but resting for about 4 x 1 s from the fold's end.
     assert wait is not None and wait > 3.0 and not store.optimize_due()
     store.close()
+
+
+def test_the_documents_table_is_folded_on_its_own_between_folds_of_the_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(maintenance, "DOCUMENTS_EVERY", 8)
+    # The whole store's fold is not due: neither by writes, time nor a pause.
+    store = IndexStore(
+        settings_for(
+            tmp_path,
+            index_optimize_every_writes=1000,
+            index_optimize_interval_s=3600,
+            index_optimize_quiet_s=0,
+        )
+    )
+    for i in range(7):
+        store.upsert(upsert_request(f"d{i}.md", [f"text number {i}"], seed=i))
+    assert not store.optimize_due()
+    store.upsert(upsert_request("d7.md", ["text number 7"], seed=7))
+    assert store.optimize_due()  # the documents table's turn
+    documents, chunks = store.state.documents, store.state.chunks
+    assert documents is not None and chunks is not None
+    fragments = documents.stats()["fragment_stats"]["num_fragments"]
+    chunk_fragments = chunks.stats()["fragment_stats"]["num_fragments"]
+    assert fragments >= 8
+
+    store.maintain()
+
+    assert documents.stats()["fragment_stats"]["num_fragments"] == 1
+    # The chunks table and the store's fold are left for the store's own turn.
+    assert chunks.stats()["fragment_stats"]["num_fragments"] == chunk_fragments
+    assert store.state.writes_since_optimize == 8 and not store.optimize_due()
+    assert store.state.guard.conflict is None
+    # Writes go on after it (the guard took its commits as this process's), all listed.
+    store.upsert(upsert_request("d0.md", ["text number 0, again"], seed=20))
+    listed = asyncio.run(store.list_documents(None, 100, 0))
+    assert listed.total == 8
+    assert {d.source for d in listed.documents} == {f"d{i}.md" for i in range(8)}
+    store.close()

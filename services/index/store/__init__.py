@@ -144,7 +144,11 @@ class IndexStore:
         return recovery.reconcile(self.writes)
 
     def optimize_due(self) -> bool:
-        return not self.state.read_only and maintenance.optimize_due(self.state)
+        """Whether the maintenance task has a fold to run (`maintain`)."""
+        state = self.state
+        return not state.read_only and (
+            maintenance.optimize_due(state) or maintenance.documents_due(state)
+        )
 
     def seconds_until_optimize(self) -> float | None:
         return maintenance.seconds_until_due(self.state)
@@ -152,6 +156,11 @@ class IndexStore:
     def optimize(self) -> None:
         self._writable("optimize the indexes")
         maintenance.optimize(self.state)
+
+    def maintain(self) -> None:
+        """The maintenance task's fold: the whole store, or the documents table alone."""
+        self._writable("optimize the indexes")
+        maintenance.maintain(self.state)
 
     def follow(self) -> None:
         """A reader's periodic look for what the writer created or built since."""

@@ -24,18 +24,26 @@ compaction, 0.2 s), and in `bench.scale` two such folds ran beside an ingest of 
 documents that took 15-16 s. So after a fold of F seconds the next automatic one waits at
 least `FOLD_REST` x F: folds take at most a fifth of the time, while at ten thousand chunks
 (folds of 0.1-0.5 s) the quiet rule still decides.
+
+The documents table is folded on its own, and far more often (`documents_due`): a replace
+adds two small fragments to it (the pending row, then the live one) and scans it twice (the
+source's rows, then `publish`'s merge), so between two folds of the whole store its scans
+went over hundreds of fragments (a replace's two scans 23 -> 60 ms over 400 writes, measured
+in docs/benchmarks.md). Compacting a table of one row per document takes milliseconds and
+touches no index, so it waits for no rest.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Collection
 from datetime import timedelta
 
 from lancedb.table import Table
 
 from services.index.store import ann
-from services.index.store.schema import CHUNKS
+from services.index.store.schema import CHUNKS, DOCUMENTS
 from services.index.store.state import StoreState
 from services.index.store.tables import both
 
@@ -46,10 +54,14 @@ log = logging.getLogger(__name__)
 _FOLD_ATTEMPTS = 3
 # A fold's cleanup keeps the versions made since it began, and this much more, whatever
 # INDEX_VERSION_RETENTION_S says: the writer guard compares the writes' versions with the
-# fold's (`writer_guard.folding`); the next fold removes them.
-_KEEP_S = 600.0
+# fold's (`writer_guard.folding`), and a reader process may still be reading a version
+# from before its last look at the writer's commits (at most a minute ago,
+# INDEX_READ_CONSISTENCY_S); the next fold removes them.
+_KEEP_S = 120.0
 # After a fold of F seconds the next automatic one waits FOLD_REST x F (module docstring).
 FOLD_REST = 4.0
+# The documents table alone is folded after this many writes (module docstring).
+DOCUMENTS_EVERY = 64
 
 
 def seconds_until_due(state: StoreState) -> float | None:
@@ -73,18 +85,34 @@ def optimize_due(state: StoreState) -> bool:
     return seconds_until_due(state) == 0.0
 
 
-def optimize(state: StoreState) -> None:
+def documents_due(state: StoreState) -> bool:
+    """Whether the documents table alone is due a fold (module docstring)."""
+    return state.documents_writes >= DOCUMENTS_EVERY and state.guard.conflict is None
+
+
+def maintain(state: StoreState) -> None:
+    """The maintenance task's fold: the whole store when due, else the documents table
+    when it is."""
+    if optimize_due(state):
+        optimize(state)
+    elif documents_due(state):
+        optimize(state, only=(DOCUMENTS,))
+
+
+def optimize(state: StoreState, only: Collection[str] | None = None) -> None:
     """Compact small files and fold new rows into the indexes, incrementally; build the
     vector index when the table has grown enough (`ann.maybe_build`). Writes go on
-    meanwhile (see the module docstring); one fold runs at a time."""
+    meanwhile (see the module docstring); one fold runs at a time. `only` limits it to
+    those tables (the documents table's own fold)."""
     retention = timedelta(seconds=state.settings.index_version_retention_s)
     with state.fold_lock, state.guard.folding():
         with state.write_lock:
+            folded = [(n, t) for n, t in both(state) if only is None or n in only]
             state.guard.check(both(state))
-            state.guard.remember(both(state))
-            names = [name for name, table in both(state) if table is not None]
+            state.guard.remember(folded)
+            names = [name for name, table in folded if table is not None]
             # The writes this fold takes in; those landing while it runs wait for the next.
-            taken = state.writes_since_optimize
+            taken, documents_taken = state.writes_since_optimize, state.documents_writes
         began, started = time.monotonic(), time.perf_counter()
         try:
             for name in names:
@@ -99,7 +127,13 @@ def optimize(state: StoreState) -> None:
                 # Brings the write handles to the fold's last commits and records them.
                 state.guard.check(both(state))
         with state.write_lock:
-            _folded(state, taken, began)
+            state.documents_writes = max(0, state.documents_writes - documents_taken)
+            if only is None:
+                _folded(state, taken, began)
+    if only is not None:
+        took = time.perf_counter() - started
+        log.debug("folded the documents table", extra={"fields": {"seconds": took}})
+        return
     if state.chunks is not None:
         ann.prewarm(state.settings, state.chunks)
     took = time.perf_counter() - started

@@ -120,6 +120,8 @@ class StoreState:
         # thing on the next write, so a transient error does not wait for a restart.
         self.unpublished: set[str] = set()
         self.writes_since_optimize = 0
+        # Writes since the documents table was last compacted (`maintenance.documents_due`).
+        self.documents_writes = 0
         self.dirty_since: float | None = None
         self.last_write = 0.0
         # No automatic fold before this (monotonic): `maintenance.FOLD_REST`.
@@ -132,6 +134,7 @@ class StoreState:
     def note_write(self) -> None:
         """Count a committed write, for `maintenance.optimize_due`."""
         self.writes_since_optimize += 1
+        self.documents_writes += 1
         self.last_write = time.monotonic()
         if self.dirty_since is None:
             self.dirty_since = time.monotonic()

@@ -52,6 +52,9 @@ log = logging.getLogger(__name__)
 
 Named = tuple[str, Table | None]
 
+# Listings of a table's versions, against a cleanup removing old ones meanwhile (`_versions`).
+_LISTING_ATTEMPTS = 3
+
 
 class WriterGuard:
     """The versions this process made, per table name; see the module docstring. Its
@@ -141,7 +144,7 @@ class WriterGuard:
 
     def _summaries_of(self, name: str, table: Table) -> dict[int, Mapping[str, Any]]:
         known = self._summaries.setdefault(name, {})
-        known.update({v["version"]: v.get("metadata") or {} for v in table.list_versions()})
+        known.update({v["version"]: v.get("metadata") or {} for v in _versions(table)})
         return known
 
     def _folds_only(self, name: str, table: Table, versions: Iterable[int]) -> bool:
@@ -164,6 +167,19 @@ class WriterGuard:
                 "another process writes this store; refusing every write until restarted",
                 extra={"fields": {"lancedb_uri": self.uri, "detail": detail}},
             )
+
+
+def _versions(table: Table) -> list[dict[str, Any]]:
+    """Every version of `table` with its summary. Lance lists the version files, then reads
+    each: a fold's cleanup that removes old ones in between fails the read ("Not found"),
+    and a second listing no longer has them."""
+    for attempt in range(1, _LISTING_ATTEMPTS + 1):
+        try:
+            return table.list_versions()
+        except Exception:
+            if attempt == _LISTING_ATTEMPTS:
+                raise
+    raise AssertionError("unreachable")
 
 
 def fold_like(before: Mapping[str, Any] | None, after: Mapping[str, Any] | None) -> bool:
