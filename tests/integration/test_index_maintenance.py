@@ -131,3 +131,36 @@ def test_the_documents_table_is_folded_on_its_own_between_folds_of_the_store(
     assert listed.total == 8
     assert {d.source for d in listed.documents} == {f"d{i}.md" for i in range(8)}
     store.close()
+
+
+def test_after_a_long_documents_fold_the_next_rests_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Lance rewrites the whole documents table (Markdown included) at each of its folds.
+    monkeypatch.setattr(maintenance, "DOCUMENTS_EVERY", 4)
+    real_fold = maintenance.fold_table
+
+    def slow_fold(table: Any, retention: Any) -> None:
+        time.sleep(1.0)
+        real_fold(table, retention)
+
+    monkeypatch.setattr(maintenance, "fold_table", slow_fold)
+    store = IndexStore(
+        settings_for(
+            tmp_path,
+            index_optimize_every_writes=1000,
+            index_optimize_interval_s=3600,
+            index_optimize_quiet_s=0,
+        )
+    )
+    for i in range(4):
+        store.upsert(upsert_request(f"d{i}.md", [f"text number {i}"], seed=i))
+    assert store.optimize_due()
+    store.maintain()  # the documents table alone, at least 1 s
+    for i in range(4, 8):
+        store.upsert(upsert_request(f"d{i}.md", [f"text number {i}"], seed=i))
+    # Due by its write count, but resting for about 4 x 1 s from the fold's end.
+    assert store.state.documents_writes >= 4 and not store.optimize_due()
+    time.sleep(max(0.0, store.state.documents_rest_until - time.monotonic()) + 0.05)
+    assert store.optimize_due()
+    store.close()

@@ -29,8 +29,9 @@ The documents table is folded on its own, and far more often (`documents_due`): 
 adds two small fragments to it (the pending row, then the live one) and scans it twice (the
 source's rows, then `publish`'s merge), so between two folds of the whole store its scans
 went over hundreds of fragments (a replace's two scans 23 -> 60 ms over 400 writes, measured
-in docs/benchmarks.md). Compacting a table of one row per document takes milliseconds and
-touches no index, so it waits for no rest.
+in docs/benchmarks.md). It has no index, but Lance's compaction rewrites every fragment under
+a million rows, so each fold rewrites the whole table, Markdown included (26 MB in 0.3 s
+here): the same rest applies, after a documents fold of F seconds the next waits FOLD_REST x F.
 """
 
 from __future__ import annotations
@@ -87,7 +88,11 @@ def optimize_due(state: StoreState) -> bool:
 
 def documents_due(state: StoreState) -> bool:
     """Whether the documents table alone is due a fold (module docstring)."""
-    return state.documents_writes >= DOCUMENTS_EVERY and state.guard.conflict is None
+    return (
+        state.documents_writes >= DOCUMENTS_EVERY
+        and state.guard.conflict is None
+        and time.monotonic() >= state.documents_rest_until
+    )
 
 
 def maintain(state: StoreState) -> None:
@@ -132,6 +137,7 @@ def optimize(state: StoreState, only: Collection[str] | None = None) -> None:
                 _folded(state, taken, began)
     if only is not None:
         took = time.perf_counter() - started
+        state.documents_rest_until = time.monotonic() + FOLD_REST * took
         log.debug("folded the documents table", extra={"fields": {"seconds": took}})
         return
     if state.chunks is not None:

@@ -124,8 +124,10 @@ class StoreState:
         self.documents_writes = 0
         self.dirty_since: float | None = None
         self.last_write = 0.0
-        # No automatic fold before this (monotonic): `maintenance.FOLD_REST`.
+        # No automatic fold before this (monotonic): `maintenance.FOLD_REST`; the second for
+        # the documents table's own.
         self.fold_rest_until = 0.0
+        self.documents_rest_until = 0.0
         # IVF partitions of the vector index, 0 while vector search is exact.
         self.ivf_partitions = 0
         self.selectivity = SelectivityCache()
