@@ -24,6 +24,36 @@ def settings_for(path: Path, **overrides: Any) -> IndexSettings:
     return IndexSettings(lancedb_uri=str(path / "lancedb"), **overrides)
 
 
+def slow_folds(monkeypatch: pytest.MonkeyPatch, seconds: float) -> None:
+    """Each table's fold at least `seconds` long, as the full-text merge of a large table."""
+    real_fold = maintenance.fold_table
+
+    def slow_fold(table: Any, retention: Any) -> None:
+        time.sleep(seconds)
+        real_fold(table, retention)
+
+    monkeypatch.setattr(maintenance, "fold_table", slow_fold)
+
+
+def documents_only(path: Path, monkeypatch: pytest.MonkeyPatch, every: int) -> IndexStore:
+    """A store whose documents table is due a fold every `every` writes, while the whole
+    store's fold is never due: neither by writes, time nor a pause."""
+    monkeypatch.setattr(maintenance, "DOCUMENTS_EVERY", every)
+    return IndexStore(
+        settings_for(
+            path,
+            index_optimize_every_writes=1000,
+            index_optimize_interval_s=3600,
+            index_optimize_quiet_s=0,
+        )
+    )
+
+
+def write(store: IndexStore, numbers: range) -> None:
+    for i in numbers:
+        store.upsert(upsert_request(f"d{i}.md", [f"text number {i}"], seed=i))
+
+
 def test_due_when_writes_pause_or_the_interval_ends(tmp_path: Path) -> None:
     # No maintenance task here: the store alone says when an optimize is due.
     quiet = IndexStore(settings_for(tmp_path / "a", index_optimize_interval_s=3600))
@@ -73,14 +103,7 @@ async def test_an_ingest_that_pauses_is_folded_in_without_waiting_the_interval(
 def test_after_a_long_fold_the_next_waits_four_times_as_long(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # A fold as slow as the full-text merge of a large table, on a small one.
-    real_fold = maintenance.fold_table
-
-    def slow_fold(table: Any, retention: Any) -> None:
-        time.sleep(0.5)
-        real_fold(table, retention)
-
-    monkeypatch.setattr(maintenance, "fold_table", slow_fold)
+    slow_folds(monkeypatch, 0.5)
     store = IndexStore(
         settings_for(tmp_path, index_optimize_every_writes=1, index_optimize_quiet_s=0.1)
     )
@@ -97,20 +120,10 @@ def test_after_a_long_fold_the_next_waits_four_times_as_long(
 def test_the_documents_table_is_folded_on_its_own_between_folds_of_the_store(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(maintenance, "DOCUMENTS_EVERY", 8)
-    # The whole store's fold is not due: neither by writes, time nor a pause.
-    store = IndexStore(
-        settings_for(
-            tmp_path,
-            index_optimize_every_writes=1000,
-            index_optimize_interval_s=3600,
-            index_optimize_quiet_s=0,
-        )
-    )
-    for i in range(7):
-        store.upsert(upsert_request(f"d{i}.md", [f"text number {i}"], seed=i))
+    store = documents_only(tmp_path, monkeypatch, every=8)
+    write(store, range(7))
     assert not store.optimize_due()
-    store.upsert(upsert_request("d7.md", ["text number 7"], seed=7))
+    write(store, range(7, 8))
     assert store.optimize_due()  # the documents table's turn
     documents, chunks = store.state.documents, store.state.chunks
     assert documents is not None and chunks is not None
@@ -137,28 +150,12 @@ def test_after_a_long_documents_fold_the_next_rests_too(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Lance rewrites the whole documents table (Markdown included) at each of its folds.
-    monkeypatch.setattr(maintenance, "DOCUMENTS_EVERY", 4)
-    real_fold = maintenance.fold_table
-
-    def slow_fold(table: Any, retention: Any) -> None:
-        time.sleep(1.0)
-        real_fold(table, retention)
-
-    monkeypatch.setattr(maintenance, "fold_table", slow_fold)
-    store = IndexStore(
-        settings_for(
-            tmp_path,
-            index_optimize_every_writes=1000,
-            index_optimize_interval_s=3600,
-            index_optimize_quiet_s=0,
-        )
-    )
-    for i in range(4):
-        store.upsert(upsert_request(f"d{i}.md", [f"text number {i}"], seed=i))
+    slow_folds(monkeypatch, 1.0)
+    store = documents_only(tmp_path, monkeypatch, every=4)
+    write(store, range(4))
     assert store.optimize_due()
     store.maintain()  # the documents table alone, at least 1 s
-    for i in range(4, 8):
-        store.upsert(upsert_request(f"d{i}.md", [f"text number {i}"], seed=i))
+    write(store, range(4, 8))
     # Due by its write count, but resting for about 4 x 1 s from the fold's end.
     assert store.state.documents_writes >= 4 and not store.optimize_due()
     time.sleep(max(0.0, store.state.documents_rest_until - time.monotonic()) + 0.05)
