@@ -100,8 +100,9 @@ class IndexCore(AsyncLifecycle):
             store.close()
 
     async def _maintain(self, store: IndexStore) -> None:
-        """Optimize when due: woken by every write, and sleeping until the next optimize
-        would be due if no other write came."""
+        """Optimize when due, else fold the documents table alone when that is due
+        (`maintenance.documents_due`): woken by every write, and sleeping until the next
+        optimize would be due if no other write came."""
         assert self._wake is not None
         interval = self.settings.index_optimize_interval_s
         # Not `while True`: on Python 3.11 `wait_for` swallows a cancellation that comes as
@@ -112,11 +113,12 @@ class IndexCore(AsyncLifecycle):
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), timeout=timeout)
             self._wake.clear()
-            if not store.optimize_due():
-                continue
             try:
-                with OPTIMIZE_SECONDS.time():
-                    await anyio.to_thread.run_sync(store.maintain)
+                if store.optimize_due():
+                    with OPTIMIZE_SECONDS.time():
+                        await anyio.to_thread.run_sync(store.optimize)
+                elif store.documents_due():
+                    await anyio.to_thread.run_sync(store.fold_documents)
             except Exception:
                 # Search still finds unindexed rows; the next round, an interval later,
                 # tries again.

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client import REGISTRY
 
 from libs.contracts import IndexSearchRequest
 from services.index.core import IndexCore
@@ -122,21 +123,22 @@ def test_the_documents_table_is_folded_on_its_own_between_folds_of_the_store(
 ) -> None:
     store = documents_only(tmp_path, monkeypatch, every=8)
     write(store, range(7))
-    assert not store.optimize_due()
+    assert not store.documents_due()
     write(store, range(7, 8))
-    assert store.optimize_due()  # the documents table's turn
+    assert store.documents_due() and not store.optimize_due()  # the documents table's turn
     documents, chunks = store.state.documents, store.state.chunks
     assert documents is not None and chunks is not None
     fragments = documents.stats()["fragment_stats"]["num_fragments"]
     chunk_fragments = chunks.stats()["fragment_stats"]["num_fragments"]
     assert fragments >= 8
 
-    store.maintain()
+    store.fold_documents()
 
     assert documents.stats()["fragment_stats"]["num_fragments"] == 1
     # The chunks table and the store's fold are left for the store's own turn.
     assert chunks.stats()["fragment_stats"]["num_fragments"] == chunk_fragments
     assert store.state.writes_since_optimize == 8 and not store.optimize_due()
+    assert not store.documents_due()
     assert store.state.guard.conflict is None
     # Writes go on after it (the guard took its commits as this process's), all listed.
     store.upsert(upsert_request("d0.md", ["text number 0, again"], seed=20))
@@ -153,11 +155,38 @@ def test_after_a_long_documents_fold_the_next_rests_too(
     slow_folds(monkeypatch, 1.0)
     store = documents_only(tmp_path, monkeypatch, every=4)
     write(store, range(4))
-    assert store.optimize_due()
-    store.maintain()  # the documents table alone, at least 1 s
+    assert store.documents_due()
+    store.fold_documents()  # the documents table alone, at least 1 s
     write(store, range(4, 8))
     # Due by its write count, but resting for about 4 x 1 s from the fold's end.
-    assert store.state.documents_writes >= 4 and not store.optimize_due()
+    assert store.state.documents_writes >= 4 and not store.documents_due()
     time.sleep(max(0.0, store.state.documents_rest_until - time.monotonic()) + 0.05)
-    assert store.optimize_due()
+    assert store.documents_due()
     store.close()
+
+
+async def test_the_maintenance_task_folds_the_documents_table_on_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(maintenance, "DOCUMENTS_EVERY", 4)
+    settings = settings_for(
+        tmp_path,
+        index_optimize_every_writes=1000,
+        index_optimize_interval_s=3600,
+        index_optimize_quiet_s=0,
+    )
+    # `mvdb_index_optimize_seconds` counts the store's folds, not the documents table's.
+    folds_before = REGISTRY.get_sample_value("mvdb_index_optimize_seconds_count") or 0.0
+    async with IndexCore(settings) as core:
+        for i in range(4):
+            await core.upsert(upsert_request(f"d{i}.md", [f"text number {i}"], seed=i))
+        store = core.store
+        assert store is not None and store.state.documents is not None
+        for _ in range(400):
+            if store.state.documents_writes == 0:
+                break
+            await asyncio.sleep(0.05)
+        assert store.state.documents_writes == 0, "the documents table was never folded"
+        assert store.state.documents.stats()["fragment_stats"]["num_fragments"] == 1
+        assert store.state.writes_since_optimize == 4  # the store's fold is not due
+    assert (REGISTRY.get_sample_value("mvdb_index_optimize_seconds_count") or 0.0) == folds_before

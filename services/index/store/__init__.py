@@ -53,6 +53,7 @@ from services.index.settings import IndexSettings
 from services.index.store import jobs, maintenance, reads, recovery, search, tables
 from services.index.store.meta import ModelStamp
 from services.index.store.recovery import ReconcileReport
+from services.index.store.schema import DOCUMENTS
 from services.index.store.state import StoreState
 from services.index.store.writes import Writes
 
@@ -144,11 +145,11 @@ class IndexStore:
         return recovery.reconcile(self.writes)
 
     def optimize_due(self) -> bool:
-        """Whether the maintenance task has a fold to run (`maintain`)."""
-        state = self.state
-        return not state.read_only and (
-            maintenance.optimize_due(state) or maintenance.documents_due(state)
-        )
+        return not self.state.read_only and maintenance.optimize_due(self.state)
+
+    def documents_due(self) -> bool:
+        """Whether the documents table alone is due a fold (`fold_documents`)."""
+        return not self.state.read_only and maintenance.documents_due(self.state)
 
     def seconds_until_optimize(self) -> float | None:
         return maintenance.seconds_until_due(self.state)
@@ -157,10 +158,9 @@ class IndexStore:
         self._writable("optimize the indexes")
         maintenance.optimize(self.state)
 
-    def maintain(self) -> None:
-        """The maintenance task's fold: the whole store, or the documents table alone."""
+    def fold_documents(self) -> None:
         self._writable("optimize the indexes")
-        maintenance.maintain(self.state)
+        maintenance.optimize(self.state, only=(DOCUMENTS,))
 
     def follow(self) -> None:
         """A reader's periodic look for what the writer created or built since."""

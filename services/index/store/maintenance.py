@@ -44,7 +44,7 @@ from datetime import timedelta
 from lancedb.table import Table
 
 from services.index.store import ann
-from services.index.store.schema import CHUNKS, DOCUMENTS
+from services.index.store.schema import CHUNKS
 from services.index.store.state import StoreState
 from services.index.store.tables import both
 
@@ -95,15 +95,6 @@ def documents_due(state: StoreState) -> bool:
     )
 
 
-def maintain(state: StoreState) -> None:
-    """The maintenance task's fold: the whole store when due, else the documents table
-    when it is."""
-    if optimize_due(state):
-        optimize(state)
-    elif documents_due(state):
-        optimize(state, only=(DOCUMENTS,))
-
-
 def optimize(state: StoreState, only: Collection[str] | None = None) -> None:
     """Compact small files and fold new rows into the indexes, incrementally; build the
     vector index when the table has grown enough (`ann.maybe_build`). Writes go on
@@ -135,16 +126,16 @@ def optimize(state: StoreState, only: Collection[str] | None = None) -> None:
             state.documents_writes = max(0, state.documents_writes - documents_taken)
             if only is None:
                 _folded(state, taken, began)
-    if only is not None:
-        took = time.perf_counter() - started
-        state.documents_rest_until = time.monotonic() + FOLD_REST * took
-        log.debug("folded the documents table", extra={"fields": {"seconds": took}})
-        return
-    if state.chunks is not None:
+    if only is None and state.chunks is not None:
         ann.prewarm(state.settings, state.chunks)
     took = time.perf_counter() - started
-    state.fold_rest_until = time.monotonic() + FOLD_REST * took
-    log.info("optimized the index", extra={"fields": {"seconds": took}})
+    rest_until = time.monotonic() + FOLD_REST * took
+    if only is None:
+        state.fold_rest_until = rest_until
+        log.info("optimized the index", extra={"fields": {"seconds": took}})
+    else:
+        state.documents_rest_until = rest_until
+        log.debug("folded the documents table", extra={"fields": {"seconds": took}})
 
 
 def _folded(state: StoreState, writes: int, began: float) -> None:

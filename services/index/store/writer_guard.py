@@ -38,6 +38,7 @@ listing on disk, one request on object storage).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from collections.abc import Iterable, Iterator, Mapping
@@ -173,13 +174,10 @@ def _versions(table: Table) -> list[dict[str, Any]]:
     """Every version of `table` with its summary. Lance lists the version files, then reads
     each: a fold's cleanup that removes old ones in between fails the read ("Not found"),
     and a second listing no longer has them."""
-    for attempt in range(1, _LISTING_ATTEMPTS + 1):
-        try:
+    for _ in range(_LISTING_ATTEMPTS - 1):
+        with contextlib.suppress(Exception):
             return table.list_versions()
-        except Exception:
-            if attempt == _LISTING_ATTEMPTS:
-                raise
-    raise AssertionError("unreachable")
+    return table.list_versions()
 
 
 def fold_like(before: Mapping[str, Any] | None, after: Mapping[str, Any] | None) -> bool:
