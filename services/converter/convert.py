@@ -2,8 +2,8 @@
 
 PDFs are read page by page with pypdfium2 (`pdf`); Markdown and plain text are their own
 Markdown, decoded here and nothing more; everything else goes through one MarkItDown
-instance. Text formats are decoded here first (UTF-8, else charset detection) and the
-charset is handed to markitdown, so a Shift-JIS CSV converts instead of failing a UTF-8
+instance. Text formats are decoded here first (`charset`: a BOM, UTF-8, else detection) and
+the charset is handed to markitdown, so a Shift-JIS CSV converts instead of failing a UTF-8
 decode. Slides and sheets keep their numbers as page spans: markitdown marks slides with
 `<!-- Slide number: N -->` and sheets with `## SheetName`.
 
@@ -13,13 +13,11 @@ the filesystem.
 
 from __future__ import annotations
 
-import codecs
 import io
 import re
 import unicodedata
 from dataclasses import dataclass
 
-import charset_normalizer
 from markitdown import (
     FileConversionException,
     MarkItDown,
@@ -30,6 +28,7 @@ from markitdown import (
 
 from libs.errors import ConversionError, NoTextError
 from services.converter.archive import ArchiveLimits, check_archive, is_zip
+from services.converter.charset import DEFAULT_LEGACY, detect_charset
 from services.converter.chunk import PageSpan, has_text
 from services.converter.formats import Route, base_name, extension_of, route_for
 from services.converter.headings import first_heading
@@ -38,13 +37,6 @@ from services.converter.pdf import extract_pdf, sensible_title
 _SLIDE_MARKER = re.compile(r"^<!-- Slide number: (\d+) -->[ \t]*$", re.MULTILINE)
 _SHEET_HEADING = re.compile(r"^## .*$", re.MULTILINE)
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ufffe\uffff]")
-_BOMS = (
-    (codecs.BOM_UTF32_LE, "utf-32"),
-    (codecs.BOM_UTF32_BE, "utf-32"),
-    (codecs.BOM_UTF8, "utf-8-sig"),
-    (codecs.BOM_UTF16_LE, "utf-16"),
-    (codecs.BOM_UTF16_BE, "utf-16"),
-)
 # Titles Word and friends apply as a paragraph style; mapping them to H1 gives the document
 # its title and its chunks a heading path.
 _DOCX_STYLE_MAP = "p[style-name='Title'] => h1:fresh"
@@ -74,24 +66,6 @@ def normalise_text(text: str) -> str:
     return unicodedata.normalize("NFC", text).strip()
 
 
-def detect_charset(data: bytes) -> str:
-    """The encoding to read text bytes with: a BOM, else UTF-8, else the detector's guess."""
-    for bom, encoding in _BOMS:
-        if data.startswith(bom):
-            return encoding
-    try:
-        data.decode("utf-8")
-    except UnicodeDecodeError:
-        pass
-    else:
-        return "utf-8"
-    best = charset_normalizer.from_bytes(data).best()
-    if best is not None:
-        return codecs.lookup(best.encoding).name
-    # Every byte decodes in cp1252's superset latin-1; better some mojibake than nothing.
-    return "latin-1"
-
-
 def _file_stem(name: str) -> str:
     stem, dot, _ = name.rpartition(".")
     return stem if dot and stem else name
@@ -100,8 +74,9 @@ def _file_stem(name: str) -> str:
 class DocumentConverter:
     """One per worker process: holds the MarkItDown instance, created once."""
 
-    def __init__(self, limits: ArchiveLimits) -> None:
+    def __init__(self, limits: ArchiveLimits, legacy_encoding: str = DEFAULT_LEGACY) -> None:
         self._limits = limits
+        self._legacy = legacy_encoding
         self._markitdown = MarkItDown(enable_plugins=False)
 
     def convert(self, data: bytes, filename: str) -> Document:
@@ -145,7 +120,7 @@ class DocumentConverter:
 
     def _verbatim_document(self, data: bytes, name: str, ext: str) -> Document:
         try:
-            markdown = normalise_text(_tidy(data.decode(detect_charset(data))))
+            markdown = normalise_text(_tidy(data.decode(detect_charset(data, self._legacy))))
         except (UnicodeDecodeError, LookupError) as exc:
             raise _undecodable(name, exc) from exc
         return Document(
@@ -157,7 +132,7 @@ class DocumentConverter:
         )
 
     def _markitdown_document(self, data: bytes, name: str, ext: str, route: Route) -> Document:
-        charset = detect_charset(data) if route is Route.TEXT else None
+        charset = detect_charset(data, self._legacy) if route is Route.TEXT else None
         info = StreamInfo(extension=ext, filename=name, charset=charset)
         extra = {"style_map": _DOCX_STYLE_MAP} if ext == ".docx" else {}
         try:

@@ -47,6 +47,7 @@ class Converter(AsyncLifecycle):
                 max_uncompressed_bytes=settings.archive_max_uncompressed_bytes,
                 max_depth=settings.archive_max_depth,
             ),
+            legacy_encoding=settings.text_legacy_encoding,
         )
         self._pool = WorkerPool(
             options,

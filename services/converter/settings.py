@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from libs.settings import CommonSettings
+from services.converter.charset import DEFAULT_LEGACY, canonical
 
 
 class ConverterSettings(CommonSettings):
@@ -41,3 +42,20 @@ class ConverterSettings(CommonSettings):
     archive_max_depth: int = Field(
         default=2, ge=1, le=8, description="Deepest nesting of ZIP archives inside ZIP archives"
     )
+    text_legacy_encoding: str = Field(
+        default=DEFAULT_LEGACY,
+        description="Encoding a text file that is not UTF-8 is read with when the detector "
+        "finds it as likely as its own pick (the hosts' ANSI code page: cp1252 Western, "
+        "cp1250 Central European, cp1257 Baltic, ...)",
+    )
+
+    @field_validator("text_legacy_encoding")
+    @classmethod
+    def _known_encoding(cls, value: str) -> str:
+        try:
+            return canonical(value)
+        except LookupError:
+            raise ValueError(
+                f"TEXT_LEGACY_ENCODING={value!r} is not an encoding Python knows; give a code "
+                "page such as cp1252, cp1250 or iso8859-15"
+            ) from None

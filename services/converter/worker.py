@@ -49,6 +49,7 @@ class WorkerOptions:
     max_tokens: int
     overlap_tokens: int
     archive: ArchiveLimits
+    legacy_encoding: str
 
 
 @dataclass(frozen=True)
@@ -76,7 +77,7 @@ class _Engine:
         from services.converter.chunk import Chunker
         from services.converter.convert import DocumentConverter
 
-        self._converter = DocumentConverter(options.archive)
+        self._converter = DocumentConverter(options.archive, options.legacy_encoding)
         self._chunker = Chunker.bundled(options.max_tokens, options.overlap_tokens)
 
     def run(self, job: Job) -> ConvertResult:

@@ -1,17 +1,23 @@
 """Markdown and plain text are decoded, not converted: the Markdown, title and pages are what
 markitdown itself gives for the same bytes (real files from shared/data and awkward ones),
-without its file-type model; anything else named .md or .txt still goes through markitdown."""
+without its file-type model; anything else named .md or .txt still goes through markitdown.
+Text a Windows host saved in its ANSI code page reads right through the converter service,
+which takes that code page from TEXT_LEGACY_ENCODING."""
 
 from __future__ import annotations
 
 import codecs
 from pathlib import Path
 
+import httpx
 import pytest
+from pydantic import ValidationError
 
+from services.converter.app import create_app
 from services.converter.archive import ArchiveLimits
 from services.converter.convert import DocumentConverter
 from services.converter.formats import Route
+from services.converter.settings import ConverterSettings
 from tests.conftest import REPO, zip_bytes
 
 FILES = REPO.parent / "shared" / "data" / "files"
@@ -65,3 +71,49 @@ def test_an_archive_named_markdown_is_still_checked_and_converted_by_markitdown(
     assert converter.convert(data, "notes.md") == converter._markitdown_document(
         data, "notes.md", ".md", Route.TEXT
     )
+
+
+WINDOWS_1252 = {
+    "notes.txt": "Recette : crème brûlée, à servir très froide. El niño pidió más jamón.\n",
+    "prices.csv": "article,prix\ncrème brûlée,4.50 €\nmadeleine,1.20 €\n",
+}
+LITHUANIAN = "Ąžuolas, ėglė ir šermukšnis auga Lietuvoje.\n"
+
+
+async def _converted_text(settings: ConverterSettings, files: dict[str, bytes]) -> list[str]:
+    application = create_app(settings)
+    transport = httpx.ASGITransport(application)
+    texts = []
+    async with (
+        application.router.lifespan_context(application),
+        httpx.AsyncClient(transport=transport, base_url="http://converter", timeout=120) as http,
+    ):
+        for name, data in files.items():
+            answer = await http.post("/convert", params={"filename": name}, content=data)
+            assert answer.status_code == 200, answer.text
+            texts.append(answer.json()["markdown"])
+    return texts
+
+
+async def test_text_from_a_windows_host_reads_right_through_the_service(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    files = {name: text.encode("cp1252") for name, text in WINDOWS_1252.items()}
+    notes, prices = await _converted_text(ConverterSettings(_env_file=None), files)  # type: ignore[call-arg]
+    assert "crème brûlée, à servir très froide" in notes and "niño pidió más" in notes
+    assert "| crème brûlée | 4.50 € |" in prices
+
+    # A Baltic deployment names its code page; the worker processes read it.
+    lithuanian = {"pastabos.txt": LITHUANIAN.encode("cp1257")}
+    (western,) = await _converted_text(ConverterSettings(_env_file=None), lithuanian)  # type: ignore[call-arg]
+    assert western != LITHUANIAN.strip()
+    monkeypatch.setenv("TEXT_LEGACY_ENCODING", "windows-1257")
+    settings = ConverterSettings(_env_file=None)  # type: ignore[call-arg]
+    assert settings.text_legacy_encoding == "cp1257"
+    (baltic,) = await _converted_text(settings, lithuanian)
+    assert baltic == LITHUANIAN.strip()
+
+
+def test_an_unknown_legacy_encoding_is_refused_by_name() -> None:
+    with pytest.raises(ValidationError, match="TEXT_LEGACY_ENCODING='klingon' is not an encoding"):
+        ConverterSettings(_env_file=None, text_legacy_encoding="klingon")  # type: ignore[call-arg]

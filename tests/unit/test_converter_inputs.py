@@ -8,7 +8,8 @@ import pytest
 from libs.errors import ConversionError, InvalidInputError, TooLargeError, UnsupportedFormatError
 from libs.formats import CONVERTIBLE_EXTENSIONS
 from services.converter.archive import ArchiveLimits, check_archive
-from services.converter.convert import detect_charset, normalise_text
+from services.converter.charset import detect_charset
+from services.converter.convert import normalise_text
 from services.converter.formats import Route, base_name, route_for
 from services.converter.pdf import Box, _repair_with_boxes, sensible_title
 from tests.conftest import zip_bytes

@@ -1,0 +1,53 @@
+"""Legacy text encodings (`services.converter.charset`): Western European text saved by a
+Windows host in its ANSI code page reads right, and text in other code pages keeps the
+detector's pick. The samples are short, as notes and exported lists often are."""
+
+from __future__ import annotations
+
+import pytest
+
+from services.converter.charset import detect_charset
+
+WESTERN = {
+    "fr": "Le garçon a mangé une crème brûlée à la fenêtre, où il était très à l'aise.\n",
+    "es": "El niño comió jamón en la montaña; ¿qué más? ¡Olé!\n",
+    "pt": "A informação está disponível em português; não há problema.\n",
+    "sv": "Räksmörgås och smörgåsbord på Östermalm.\n",
+    "en": "The naïve café owner’s résumé — “quoted” text.\n",
+    "de": "Grüße aus München: Die Straße ist schön, aber die Brücke ist geschlossen.\n",
+}
+OTHERS = [
+    ("cp1250", "Zażółć gęślą jaźń. Łódź jest piękna.\n"),
+    ("cp1250", "Příliš žluťoučký kůň úpěl ďábelské ódy.\n"),
+    ("cp1250", "Árvíztűrő tükörfúrógép. Ő és ű betűk.\n"),
+    ("cp1251", "Привет, мир! Это проверка кодировки текста.\n"),
+    ("cp1253", "Καλημέρα κόσμε, αυτό είναι ένα δοκιμαστικό κείμενο.\n"),
+    ("cp1256", "مرحبا بالعالم، هذا نص للاختبار.\n"),
+    ("cp932", "これは日本語のテキストです。文字コードの検出を試験します。\n"),
+    ("gb2312", "这是一个中文文本，用于测试字符编码检测。\n"),
+]
+
+
+@pytest.mark.parametrize("language", sorted(WESTERN))
+def test_western_text_from_a_windows_host_reads_right(language: str) -> None:
+    text = WESTERN[language]
+    data = text.encode("cp1252")
+    assert data.decode(detect_charset(data)) == text
+    # The same bytes as UTF-8 (the common case) are never taken for a code page.
+    assert detect_charset(text.encode()) == "utf-8"
+
+
+@pytest.mark.parametrize(("encoding", "text"), OTHERS)
+def test_text_in_other_code_pages_keeps_the_detectors_pick(encoding: str, text: str) -> None:
+    data = text.encode(encoding)
+    assert data.decode(detect_charset(data)) == text
+
+
+def test_the_legacy_encoding_is_the_deployments_choice() -> None:
+    lithuanian = "Ąžuolas, ėglė ir šermukšnis auga Lietuvoje.\n"
+    data = lithuanian.encode("cp1257")
+    assert data.decode(detect_charset(data)) != lithuanian  # Western by default
+    assert data.decode(detect_charset(data, "windows-1257")) == lithuanian
+    # Polish stays Polish with a Western default: it does not read as well as Windows-1250.
+    polish = OTHERS[0][1].encode("cp1250")
+    assert detect_charset(polish, "cp1252") == "cp1250"
