@@ -19,7 +19,7 @@ SPEC_EXTENSIONS = (
     ".md", ".csv", ".json", ".xml", ".jpg", ".jpeg", ".png", ".gif", ".bmp", ".webp",
     ".mp3", ".wav", ".ogg", ".m4a", ".zip",
 )  # fmt: skip
-EXTRA_EXTENSIONS = (".epub", ".ipynb")
+EXTRA_EXTENSIONS = (".epub", ".ipynb", ".tsv")
 
 _OCR = (
     "reading text from images needs OCR, and no OCR engine is installed in the converter; "

@@ -30,6 +30,7 @@ from libs.errors import ConversionError, NoTextError
 from services.converter.archive import ArchiveLimits, check_archive, is_zip
 from services.converter.charset import DEFAULT_LEGACY, detect_charset
 from services.converter.chunk import PageSpan, has_text
+from services.converter.delimited import OWN_SEPARATOR, as_comma_separated, separator_of
 from services.converter.formats import Route, base_name, extension_of, route_for
 from services.converter.headings import first_heading
 from services.converter.pdf import extract_pdf, sensible_title
@@ -92,6 +93,8 @@ class DocumentConverter:
                 check_archive(data, name, self._limits, nested=route is Route.ARCHIVE)
             if ext in _VERBATIM and not zipped:
                 document = self._verbatim_document(data, name, ext)
+            elif ext in OWN_SEPARATOR and not zipped:
+                document = self._table_document(data, name, ext)
             else:
                 document = self._markitdown_document(data, name, ext, route)
         if not has_text(document.markdown):
@@ -119,10 +122,7 @@ class DocumentConverter:
         return Document(markdown, title, file_type, len(extracted.pages), spans)
 
     def _verbatim_document(self, data: bytes, name: str, ext: str) -> Document:
-        try:
-            markdown = normalise_text(_tidy(data.decode(detect_charset(data, self._legacy))))
-        except (UnicodeDecodeError, LookupError) as exc:
-            raise _undecodable(name, exc) from exc
+        markdown = normalise_text(_tidy(self._decoded(data, name)))
         return Document(
             markdown=markdown,
             title=self._title(None, markdown, name, Route.TEXT),
@@ -131,9 +131,25 @@ class DocumentConverter:
             pages=[PageSpan(0, 0, len(markdown))],
         )
 
-    def _markitdown_document(self, data: bytes, name: str, ext: str, route: Route) -> Document:
+    def _table_document(self, data: bytes, name: str, ext: str) -> Document:
+        """A delimited table in whatever separator it was written with (`delimited`)."""
+        text = self._decoded(data, name)
+        separator = separator_of(text, OWN_SEPARATOR[ext])
+        if separator != ",":
+            text = as_comma_separated(text, separator)
+        return self._markitdown_document(text.encode(), name, ext, Route.TEXT, as_csv=True)
+
+    def _decoded(self, data: bytes, name: str) -> str:
+        try:
+            return data.decode(detect_charset(data, self._legacy))
+        except (UnicodeDecodeError, LookupError) as exc:
+            raise _undecodable(name, exc) from exc
+
+    def _markitdown_document(
+        self, data: bytes, name: str, ext: str, route: Route, *, as_csv: bool = False
+    ) -> Document:
         charset = detect_charset(data, self._legacy) if route is Route.TEXT else None
-        info = StreamInfo(extension=ext, filename=name, charset=charset)
+        info = StreamInfo(extension=".csv" if as_csv else ext, filename=name, charset=charset)
         extra = {"style_map": _DOCX_STYLE_MAP} if ext == ".docx" else {}
         try:
             result = self._markitdown.convert_stream(io.BytesIO(data), stream_info=info, **extra)

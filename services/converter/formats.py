@@ -36,6 +36,7 @@ ROUTES: dict[str, Route] = {
     ".txt": Route.TEXT,
     ".md": Route.TEXT,
     ".csv": Route.TEXT,
+    ".tsv": Route.TEXT,
     ".json": Route.TEXT,
     ".xml": Route.TEXT,
     ".ipynb": Route.TEXT,

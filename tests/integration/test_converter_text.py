@@ -2,7 +2,8 @@
 markitdown itself gives for the same bytes (real files from shared/data and awkward ones),
 without its file-type model; anything else named .md or .txt still goes through markitdown.
 Text a Windows host saved in its ANSI code page reads right through the converter service,
-which takes that code page from TEXT_LEGACY_ENCODING."""
+which takes that code page from TEXT_LEGACY_ENCODING, and so do Excel's semicolon-separated
+tables and tab-separated ones."""
 
 from __future__ import annotations
 
@@ -75,7 +76,8 @@ def test_an_archive_named_markdown_is_still_checked_and_converted_by_markitdown(
 
 WINDOWS_1252 = {
     "notes.txt": "Recette : crème brûlée, à servir très froide. El niño pidió más jamón.\n",
-    "prices.csv": "article,prix\ncrème brûlée,4.50 €\nmadeleine,1.20 €\n",
+    "prices.csv": "article;prix\ncrème brûlée;4,50 €\nmadeleine;1,20 €\n",  # Excel, in French
+    "stock.tsv": "article\tstock\ncrème brûlée\t12\n",
 }
 LITHUANIAN = "Ąžuolas, ėglė ir šermukšnis auga Lietuvoje.\n"
 
@@ -99,9 +101,9 @@ async def test_text_from_a_windows_host_reads_right_through_the_service(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     files = {name: text.encode("cp1252") for name, text in WINDOWS_1252.items()}
-    notes, prices = await _converted_text(ConverterSettings(_env_file=None), files)  # type: ignore[call-arg]
+    notes, prices, stock = await _converted_text(ConverterSettings(_env_file=None), files)  # type: ignore[call-arg]
     assert "crème brûlée, à servir très froide" in notes and "niño pidió más" in notes
-    assert "| crème brûlée | 4.50 € |" in prices
+    assert "| crème brûlée | 4,50 € |" in prices and "| crème brûlée | 12 |" in stock
 
     # A Baltic deployment names its code page; the worker processes read it.
     lithuanian = {"pastabos.txt": LITHUANIAN.encode("cp1257")}
