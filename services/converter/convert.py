@@ -28,7 +28,7 @@ from markitdown import (
 
 from libs.errors import ConversionError, NoTextError
 from services.converter.archive import ArchiveLimits, check_archive, is_zip
-from services.converter.charset import DEFAULT_LEGACY, detect_charset
+from services.converter.charset import DEFAULT_LEGACY, MARKUP, detect_charset
 from services.converter.chunk import PageSpan, has_text
 from services.converter.delimited import OWN_SEPARATOR, as_comma_separated, separator_of
 from services.converter.formats import Route, base_name, extension_of, route_for
@@ -148,7 +148,11 @@ class DocumentConverter:
     def _markitdown_document(
         self, data: bytes, name: str, ext: str, route: Route, *, as_csv: bool = False
     ) -> Document:
-        charset = detect_charset(data, self._legacy) if route is Route.TEXT else None
+        charset = (
+            detect_charset(data, self._legacy, markup=ext in MARKUP)
+            if route is Route.TEXT
+            else None
+        )
         info = StreamInfo(extension=".csv" if as_csv else ext, filename=name, charset=charset)
         extra = {"style_map": _DOCX_STYLE_MAP} if ext == ".docx" else {}
         try:

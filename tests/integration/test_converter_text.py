@@ -119,3 +119,10 @@ async def test_text_from_a_windows_host_reads_right_through_the_service(
 def test_an_unknown_legacy_encoding_is_refused_by_name() -> None:
     with pytest.raises(ValidationError, match="TEXT_LEGACY_ENCODING='klingon' is not an encoding"):
         ConverterSettings(_env_file=None, text_legacy_encoding="klingon")  # type: ignore[call-arg]
+
+
+def test_a_page_is_read_in_the_encoding_it_declares(converter: DocumentConverter) -> None:
+    turkish = "Türkçe metin: ğüşıöç ĞÜŞİÖÇ, İstanbul güzel bir şehir."
+    head = '<meta http-equiv="Content-Type" content="text/html; charset=windows-1254">'
+    page = f"<html><head>{head}</head><body><p>{turkish}</p></body></html>"
+    assert converter.convert(page.encode("cp1254"), "sayfa.html").markdown == turkish

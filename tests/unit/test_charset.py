@@ -1,6 +1,7 @@
 """Legacy text encodings (`services.converter.charset`): Western European text saved by a
 Windows host in its ANSI code page reads right, and text in other code pages keeps the
-detector's pick. The samples are short, as notes and exported lists often are."""
+detector's pick; HTML and XML are read in the encoding they declare. The samples are short,
+as notes and exported lists often are."""
 
 from __future__ import annotations
 
@@ -51,3 +52,32 @@ def test_the_legacy_encoding_is_the_deployments_choice() -> None:
     # Polish stays Polish with a Western default: it does not read as well as Windows-1250.
     polish = OTHERS[0][1].encode("cp1250")
     assert detect_charset(polish, "cp1252") == "cp1250"
+
+
+TURKISH = "Türkçe metin: ğüşıöç ĞÜŞİÖÇ, İstanbul güzel bir şehir."
+
+
+@pytest.mark.parametrize(
+    "head",
+    [
+        '<meta http-equiv="Content-Type" content="text/html; charset=windows-1254">',
+        "<meta charset='cp1254'>",
+        '<?xml version="1.0" encoding="Windows-1254"?>',
+    ],
+)
+def test_markup_is_read_in_the_encoding_it_declares(head: str) -> None:
+    data = f"{head}<p>{TURKISH}</p>".encode("cp1254")
+    assert detect_charset(data, markup=True) == "cp1254"
+    assert data.decode(detect_charset(data)) != f"{head}<p>{TURKISH}</p>"  # the detector alone
+
+
+def test_a_declaration_that_does_not_fit_the_bytes_is_passed_over() -> None:
+    western = "<meta charset=utf-8><p>Crème brûlée — “vraiment”</p>".encode("cp1252")
+    assert detect_charset(western, markup=True) == "cp1252"  # not UTF-8: the detector's turn
+    latin = "<meta charset=iso-8859-1><p>Prix : 4 € “TTC”</p>".encode("cp1252")
+    assert detect_charset(latin, markup=True) == "cp1252"  # as browsers read that label
+    french = WESTERN["fr"]
+    wide = f'<meta charset="utf-16"><p>{french}</p>'.encode("cp1252")
+    assert detect_charset(wide, markup=True) == "cp1252"
+    unknown = f'<meta charset="x-klingon"><p>{french}</p>'.encode("cp1252")
+    assert detect_charset(unknown, markup=True) == "cp1252"
