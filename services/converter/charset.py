@@ -27,22 +27,15 @@ import re
 
 import charset_normalizer
 
-BOMS = (
-    (codecs.BOM_UTF32_LE, "utf-32"),
-    (codecs.BOM_UTF32_BE, "utf-32"),
-    (codecs.BOM_UTF8, "utf-8-sig"),
-    (codecs.BOM_UTF16_LE, "utf-16"),
-    (codecs.BOM_UTF16_BE, "utf-16"),
-)
+from libs.encodings import bom_codec, declared_codec, decodes
+
 DEFAULT_LEGACY = "cp1252"
 # Markup that names its encoding: HTML's <meta charset> or http-equiv, the XML declaration.
 # Browsers look in the first 1024 bytes; so does this.
 MARKUP = frozenset({".html", ".htm", ".xml"})
 _DECLARED = re.compile(rb"""(?:charset|encoding)\s*=\s*["']?\s*([A-Za-z0-9._:-]+)""", re.I)
 _PRESCAN_BYTES = 1024
-# Labels that mean Windows-1252 on the web (WHATWG Encoding): pages declaring them use
-# its curly quotes, dashes and euro sign.
-_WEB_WINDOWS_1252 = frozenset({"latin-1", "iso8859-1", "ascii"})
+
 # How close to the detector's first pick a candidate must score to count as a tie.
 _CHAOS_TIE = 0.01
 _COHERENCE_TIE = 0.02
@@ -56,10 +49,10 @@ def canonical(encoding: str) -> str:
 def detect_charset(data: bytes, legacy: str = DEFAULT_LEGACY, *, markup: bool = False) -> str:
     """The encoding to read `data` with (see the module docstring); with `markup` (HTML,
     XML), an encoding the document declares comes before the detector, when it reads it."""
-    for bom, encoding in BOMS:
-        if data.startswith(bom):
-            return encoding
-    if _decodes(data, "utf-8"):
+    bom = bom_codec(data)
+    if bom is not None:
+        return bom
+    if decodes(data, "utf-8"):
         return "utf-8"
     declared = _declared(data) if markup else None
     if declared is not None:
@@ -67,7 +60,7 @@ def detect_charset(data: bytes, legacy: str = DEFAULT_LEGACY, *, markup: bool = 
     legacy = canonical(legacy)
     candidates = list(charset_normalizer.from_bytes(data))
     if not candidates:
-        return legacy if _decodes(data, legacy) else "latin-1"
+        return legacy if decodes(data, legacy) else "latin-1"
     first = candidates[0]
     for match in candidates:
         if (
@@ -79,26 +72,7 @@ def detect_charset(data: bytes, legacy: str = DEFAULT_LEGACY, *, markup: bool = 
     return canonical(first.encoding)
 
 
-def _decodes(data: bytes, encoding: str) -> bool:
-    try:
-        data.decode(encoding)
-    except UnicodeDecodeError:
-        return False
-    return True
-
-
 def _declared(data: bytes) -> str | None:
-    """The encoding markup declares in its first bytes, if Python knows it and it reads
-    `data`."""
+    """The encoding markup declares in its first bytes, if it reads `data`."""
     found = _DECLARED.search(data[:_PRESCAN_BYTES])
-    if found is None:
-        return None
-    try:
-        encoding = canonical(found.group(1).decode("ascii"))
-    except (LookupError, UnicodeDecodeError):
-        return None
-    if encoding.startswith(("utf-16", "utf-32")):
-        return None  # a byte order mark says so; a declaration in 8-bit bytes is wrong
-    if encoding in _WEB_WINDOWS_1252 and _decodes(data, "cp1252"):
-        encoding = "cp1252"
-    return encoding if _decodes(data, encoding) else None
+    return None if found is None else declared_codec(found.group(1).decode("ascii"), data)

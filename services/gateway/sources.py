@@ -7,7 +7,8 @@ check is made on the resolved path. URL policy: http/https only; every address t
 resolves to must be public unless the host is in `URL_ALLOW_HOSTS`; the connection goes to
 the address that was checked (no second DNS answer can slip in); the check is repeated on
 every redirect; the content type is checked before the body is read, and the body is
-streamed with a size cap, the whole fetch under one time limit.
+streamed with a size cap, the whole fetch under one time limit. A text body in the charset
+its Content-Type names is handed on as UTF-8.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from urllib.parse import unquote, urljoin, urlsplit
 
 import httpx
 
+from libs.encodings import bom_codec, declared_codec, decodes
 from libs.errors import (
     FetchError,
     FileAccessError,
@@ -175,6 +177,7 @@ _CONTENT_TYPES = {
     "text/plain": ".txt",
     "text/markdown": ".md",
     "text/csv": ".csv",
+    "text/tab-separated-values": ".tsv",
     "application/json": ".json",
     "application/xml": ".xml",
     "text/xml": ".xml",
@@ -187,6 +190,7 @@ _CONTENT_TYPES = {
     "application/zip": ".zip",
     "application/epub+zip": ".epub",
 }
+_TEXT = frozenset({".html", ".txt", ".md", ".csv", ".tsv", ".json", ".xml"})
 
 
 @dataclass(frozen=True)
@@ -293,6 +297,22 @@ def _filename_for(url: str, content_type: str) -> str:
     return f"{stem}{ext}"
 
 
+def _as_utf8(data: bytes, content_type: str) -> bytes:
+    """A text body in the charset its Content-Type names, as UTF-8, which the converter reads
+    first: the header's charset outranks the page's own declaration, as in browsers. A body
+    with a byte order mark, one already UTF-8 (servers often name ISO-8859-1 for UTF-8
+    files) and one the charset does not read are passed on as they came."""
+    mime, _, parameters = content_type.partition(";")
+    if _CONTENT_TYPES.get(mime.strip().lower()) not in _TEXT or bom_codec(data):
+        return data
+    for parameter in parameters.split(";"):
+        name, _, value = parameter.partition("=")
+        if name.strip().lower() == "charset" and not decodes(data, "utf-8"):
+            codec = declared_codec(value, data)
+            return data if codec is None else data.decode(codec).encode()
+    return data
+
+
 async def fetch_url(
     client: httpx.AsyncClient,
     url: str,
@@ -351,7 +371,8 @@ async def _fetch(
                             f"{current} is larger than the {max_bytes}-byte fetch limit"
                         )
                     chunks.append(piece)
-                return Fetched(url=current, data=b"".join(chunks), filename=filename)
+                data = _as_utf8(b"".join(chunks), response.headers.get("content-type", ""))
+                return Fetched(url=current, data=data, filename=filename)
         except httpx.TimeoutException as exc:
             raise FetchError(f"fetching {current} timed out") from exc
         except (httpx.TransportError, httpx.InvalidURL) as exc:

@@ -183,3 +183,34 @@ async def test_a_body_without_length_is_capped(client: httpx.AsyncClient) -> Non
 async def test_malformed_urls_are_invalid_input(client: httpx.AsyncClient, url: str) -> None:
     with pytest.raises(InvalidInputError):
         await fetch(client, url, UrlPolicy([]))
+
+
+CYRILLIC = "<html><body><p>Привет, мир! Это проверка кодировки текста.</p></body></html>"
+
+
+@pytest.mark.parametrize(
+    ("body", "content_type", "expected"),
+    [
+        # The server names the charset; the page does not: handed on as UTF-8.
+        (CYRILLIC.encode("koi8_r"), "text/html; charset=KOI8-R", CYRILLIC.encode()),
+        (CYRILLIC.encode("cp1251"), 'text/html;charset="windows-1251"', CYRILLIC.encode()),
+        (
+            "Crème “brûlée”".encode("cp1252"),
+            "text/plain; charset=ISO-8859-1",
+            "Crème “brûlée”".encode(),
+        ),
+        # Already UTF-8 although the server says otherwise (a common misconfiguration).
+        ("Crème".encode(), "text/plain; charset=iso-8859-1", "Crème".encode()),
+        # No charset, an unknown one, a byte order mark, a binary type: as they came.
+        ("Crème".encode("cp1252"), "text/plain", "Crème".encode("cp1252")),
+        ("Crème".encode("cp1252"), "text/plain; charset=x-klingon", "Crème".encode("cp1252")),
+        (b"\xef\xbb\xbfCr\xc3\xa8me", "text/plain; charset=cp1251", b"\xef\xbb\xbfCr\xc3\xa8me"),
+        (b"%PDF-1.4 \xe8", "application/pdf; charset=cp1251", b"%PDF-1.4 \xe8"),
+    ],
+)
+async def test_a_text_body_is_handed_on_in_utf8_by_the_charset_its_server_names(
+    client: httpx.AsyncClient, body: bytes, content_type: str, expected: bytes
+) -> None:
+    with http_server(lambda h: _send(h, body, content_type)) as (port, _):
+        policy = UrlPolicy([f"127.0.0.1:{port}"])
+        assert await fetch(client, f"http://127.0.0.1:{port}/page", policy) == expected
