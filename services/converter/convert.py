@@ -34,6 +34,7 @@ from services.converter.delimited import OWN_SEPARATOR, as_comma_separated, sepa
 from services.converter.formats import Route, base_name, extension_of, route_for
 from services.converter.headings import first_heading
 from services.converter.pdf import extract_pdf, sensible_title
+from services.converter.zipfiles import archive_markdown
 
 _SLIDE_MARKER = re.compile(r"^<!-- Slide number: (\d+) -->[ \t]*$", re.MULTILINE)
 _SHEET_HEADING = re.compile(r"^## .*$", re.MULTILINE)
@@ -91,7 +92,9 @@ class DocumentConverter:
             zipped = is_zip(data)
             if route is Route.ARCHIVE or zipped:
                 check_archive(data, name, self._limits, nested=route is Route.ARCHIVE)
-            if ext in _VERBATIM and not zipped:
+            if route is Route.ARCHIVE:
+                document = self._archive_document(data, name)
+            elif ext in _VERBATIM and not zipped:
                 document = self._verbatim_document(data, name, ext)
             elif ext in OWN_SEPARATOR and not zipped:
                 document = self._table_document(data, name, ext)
@@ -130,6 +133,13 @@ class DocumentConverter:
             page_count=0,
             pages=[PageSpan(0, 0, len(markdown))],
         )
+
+    def _archive_document(self, data: bytes, name: str) -> Document:
+        """Each file of the archive converted as if ingested alone (`zipfiles`)."""
+        markdown = archive_markdown(
+            data, name, lambda member, path: self.convert(member, path).markdown
+        )
+        return Document(markdown, _file_stem(name), "zip", 0, [PageSpan(0, 0, len(markdown))])
 
     def _table_document(self, data: bytes, name: str, ext: str) -> Document:
         """A delimited table in whatever separator it was written with (`delimited`)."""
