@@ -1,18 +1,19 @@
 """Which encoding to read a text file's bytes with.
 
-A byte order mark decides first, then UTF-8 (strict: any text that decodes as UTF-8 is
-taken as UTF-8). What is left is a legacy encoding, and there the detector
-(`charset_normalizer`) cannot tell the single-byte Latin code pages apart on ordinary text:
-French, Spanish, Portuguese, Swedish or English with curly quotes saved as Windows-1252 (what
-Notepad's "ANSI" writes on a Western Windows) scores exactly as well as Windows-1250, -1257
-or ISO 8859-10, and its first pick is then Windows-1250, which turns "crème" into "crčme"
-and "niño" into "nińo". So among the detector's candidates that score as well as its first
-pick (the same chaos within `_CHAOS_TIE`, coherence within `_COHERENCE_TIE`), the
-deployment's legacy encoding wins (`TEXT_LEGACY_ENCODING`, Windows-1252 by default: set it
-to a host's own ANSI code page, e.g. cp1257 for Lithuanian). Text the legacy encoding reads
-badly (Polish or Czech in Windows-1250, Russian in Windows-1251, Greek, Japanese) scores
-worse there, so the detector's pick stands. Measured on 21 short samples in 14 encodings
-(docs/architecture.md, "Text encodings"): 10 read right before this rule, 17 with it.
+A byte order mark decides first (or, missing, the control bytes of UTF-16 text), then UTF-8
+(strict: any text that decodes as UTF-8 is taken as UTF-8). What is left is a legacy
+encoding, and there the detector (`charset_normalizer`) cannot tell the single-byte Latin
+code pages apart on ordinary text: French, Spanish, Portuguese, Swedish or English with
+curly quotes saved as Windows-1252 (what Notepad's "ANSI" writes on a Western Windows)
+scores exactly as well as Windows-1250, -1257 or ISO 8859-10, and its first pick is then
+Windows-1250, which turns "crème" into "crčme" and "niño" into "nińo". So among the
+detector's candidates that score as well as its first pick (the same chaos within
+`_CHAOS_TIE`, coherence within `_COHERENCE_TIE`), the deployment's legacy encoding wins
+(`TEXT_LEGACY_ENCODING`, Windows-1252 by default: set it to a host's own ANSI code page,
+e.g. cp1257 for Lithuanian). Text the legacy encoding reads worse (Polish or Czech in
+Windows-1250, Russian in Windows-1251, Greek, Japanese) keeps the detector's pick. Measured
+on 21 short samples in 14 encodings (docs/architecture.md, "Text encodings"): 10 read right
+before this rule, 17 with it.
 
 HTML and XML usually say what they are in: `<meta charset>`, the http-equiv Content-Type, the
 XML declaration. After a BOM and UTF-8, that declaration decides when the bytes decode in it,
@@ -35,6 +36,9 @@ DEFAULT_LEGACY = "cp1252"
 MARKUP = frozenset({".html", ".htm", ".xml"})
 _DECLARED = re.compile(rb"""(?:charset|encoding)\s*=\s*["']?\s*([A-Za-z0-9._:-]+)""", re.I)
 _PRESCAN_BYTES = 1024
+_WIDE_SAMPLE = 4096
+# C0 control bytes that no text holds (tab, line feed, form feed and carriage return do).
+_CONTROL_BYTES = frozenset(set(range(0x20)) - {0x09, 0x0A, 0x0C, 0x0D})
 
 # How close to the detector's first pick a candidate must score to count as a tie.
 _CHAOS_TIE = 0.01
@@ -49,7 +53,7 @@ def canonical(encoding: str) -> str:
 def detect_charset(data: bytes, legacy: str = DEFAULT_LEGACY, *, markup: bool = False) -> str:
     """The encoding to read `data` with (see the module docstring); with `markup` (HTML,
     XML), an encoding the document declares comes before the detector, when it reads it."""
-    bom = bom_codec(data)
+    bom = bom_codec(data) or _wide_without_bom(data)
     if bom is not None:
         return bom
     if decodes(data, "utf-8"):
@@ -76,3 +80,20 @@ def _declared(data: bytes) -> str | None:
     """The encoding markup declares in its first bytes, if it reads `data`."""
     found = _DECLARED.search(data[:_PRESCAN_BYTES])
     return None if found is None else declared_codec(found.group(1).decode("ascii"), data)
+
+
+def _wide_without_bom(data: bytes) -> str | None:
+    """UTF-16 without a byte order mark, told by its control bytes: text has none, but in
+    UTF-16 every Latin letter has a zero byte and every Greek or Cyrillic one a 3 or a 4, on
+    the odd offsets little-endian, the even ones big-endian. Such bytes also pass as UTF-8,
+    which would keep them as control characters."""
+    sample = data[:_WIDE_SAMPLE]
+    controls = [i for i, byte in enumerate(sample) if byte in _CONTROL_BYTES]
+    if len(sample) < 4 or len(controls) < len(sample) // 4:
+        return None
+    odd = sum(i % 2 for i in controls)
+    even = len(controls) - odd
+    for codec, mine, other in (("utf-16-le", odd, even), ("utf-16-be", even, odd)):
+        if mine >= 4 * other and decodes(data, codec):
+            return codec
+    return None

@@ -81,3 +81,24 @@ def test_a_declaration_that_does_not_fit_the_bytes_is_passed_over() -> None:
     assert detect_charset(wide, markup=True) == "cp1252"
     unknown = f'<meta charset="x-klingon"><p>{french}</p>'.encode("cp1252")
     assert detect_charset(unknown, markup=True) == "cp1252"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Hello world, plain text a Windows tool wrote.\n",
+        "Grüße aus München, schöne Straße.\n",
+        "Привет, мир! Это проверка кодировки текста.\n",
+        "Καλημέρα κόσμε, αυτό είναι ένα δοκιμαστικό κείμενο.\n",
+        "日本語のテキストです。文字コードの検出を試験します。\n",
+    ],
+)
+@pytest.mark.parametrize("codec", ["utf-16-le", "utf-16-be"])
+def test_utf16_without_a_byte_order_mark_reads_right(text: str, codec: str) -> None:
+    data = text.encode(codec)
+    assert data.decode(detect_charset(data)) == text
+
+
+def test_text_with_a_few_control_characters_is_not_taken_for_utf16() -> None:
+    log = "\x1b[31mERROR\x1b[0m disk full on /var\n\x1b[33mWARN\x1b[0m retrying\n" * 20
+    assert detect_charset(log.encode()) == "utf-8"
