@@ -32,7 +32,7 @@ from services.converter.charset import DEFAULT_LEGACY, MARKUP, detect_charset
 from services.converter.chunk import PageSpan, has_text
 from services.converter.delimited import OWN_SEPARATOR, as_comma_separated, separator_of
 from services.converter.formats import Route, base_name, extension_of, route_for
-from services.converter.headings import first_heading
+from services.converter.headings import first_heading, front_matter_title
 from services.converter.pdf import extract_pdf, sensible_title
 from services.converter.zipfiles import archive_markdown
 
@@ -200,7 +200,12 @@ class DocumentConverter:
         if route is Route.ARCHIVE or route is Route.SHEETS:
             # The first heading here is a member file's or a sheet's, not the document's.
             return _file_stem(name)
-        return sensible_title(found or "") or first_heading(markdown) or _file_stem(name)
+        return (
+            sensible_title(found or "")
+            or front_matter_title(markdown)
+            or first_heading(markdown)
+            or _file_stem(name)
+        )
 
 
 def _tidy(text: str) -> str:

@@ -1,7 +1,9 @@
 """Markdown headings: ATX (`#`..`######`) and setext underlines, outside fenced code.
 
 The chunker cuts sections at them and remembers each chunk's heading path; the converter
-takes a document's title from the first one.
+takes a document's title from the first one, or before it from the `title` of the front
+matter that notes and static-site pages open with (YAML between `---` lines, TOML between
+`+++` lines: Obsidian, Jekyll, Hugo, Docusaurus).
 """
 
 from __future__ import annotations
@@ -16,6 +18,9 @@ _SETEXT_H2 = re.compile(r"^ {0,3}-{3,}[ \t]*$")
 _NOT_SETEXT_TEXT = re.compile(r"^\s*([-*+>|]|\d+[.)]\s|<!--)")
 _LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
 _HEADING_NOISE = re.compile(r"[*_`\u200b-\u200d\u2060\ufeff]")
+_FRONT_MATTER = re.compile(r"\A(---|\+\+\+)[ \t]*\n(.*?)\n(?:\1|\.\.\.)[ \t]*(?:\n|\Z)", re.S)
+# A top-level `title: ...` (YAML) or `title = ...` (TOML), quoted or not.
+_FRONT_TITLE = re.compile(r"""^title[ \t]*[:=][ \t]*(["']?)(.*?)\1[ \t]*$""", re.M | re.I)
 
 
 def clean_heading(raw: str) -> str:
@@ -80,3 +85,12 @@ def first_heading(markdown: str, max_level: int = 1) -> str:
         if level <= max_level:
             return text
     return ""
+
+
+def front_matter_title(markdown: str) -> str:
+    """The `title` of the front matter `markdown` opens with; "" if none (or a YAML block
+    scalar, `|` or `>`, which this does not read)."""
+    block = _FRONT_MATTER.match(markdown)
+    found = _FRONT_TITLE.search(block.group(2)) if block else None
+    title = clean_heading(found.group(2)) if found else ""
+    return "" if title[:1] in ("|", ">") else title
