@@ -19,7 +19,11 @@ SPEC_EXTENSIONS = (
     ".md", ".csv", ".json", ".xml", ".jpg", ".jpeg", ".png", ".gif", ".bmp", ".webp",
     ".mp3", ".wav", ".ogg", ".m4a", ".zip",
 )  # fmt: skip
-EXTRA_EXTENSIONS = (".epub", ".ipynb", ".tsv")
+# Plain text and Markdown under the names documentation and configuration use.
+TEXT_EXTENSIONS = (
+    ".markdown", ".mdx", ".text", ".rst", ".adoc", ".asciidoc", ".yaml", ".yml", ".toml",
+)  # fmt: skip
+EXTRA_EXTENSIONS = (".epub", ".ipynb", ".tsv", *TEXT_EXTENSIONS)
 
 _OCR = (
     "reading text from images needs OCR, and no OCR engine is installed in the converter; "

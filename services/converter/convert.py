@@ -31,7 +31,7 @@ from services.converter.archive import ArchiveLimits, check_archive, is_zip
 from services.converter.charset import DEFAULT_LEGACY, MARKUP, detect_charset
 from services.converter.chunk import PageSpan, has_text
 from services.converter.delimited import OWN_SEPARATOR, as_comma_separated, separator_of
-from services.converter.formats import Route, base_name, extension_of, route_for
+from services.converter.formats import VERBATIM, Route, base_name, extension_of, route_for
 from services.converter.headings import first_heading, front_matter_title
 from services.converter.pdf import extract_pdf, sensible_title
 from services.converter.zipfiles import archive_markdown
@@ -43,11 +43,10 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ufffe\uffff]")
 # its title and its chunks a heading path.
 _DOCX_STYLE_MAP = "p[style-name='Title'] => h1:fresh"
 _PAGE_SEPARATOR = "\n\n"
-# Text that is its own Markdown. markitdown would only decode it too (its plain-text
-# converter, given the charset) and tidy it as it tidies every result (`_tidy`), after running
-# its file-type model over the bytes: a fifth of the converter's CPU on a folder of Markdown
-# notes (docs/benchmarks.md, issue 19 goal 4).
-_VERBATIM = frozenset({".md", ".txt"})
+# Text that is its own Markdown (`formats.VERBATIM`) is decoded here: markitdown would only
+# decode it too (its plain-text converter, given the charset) and tidy it as it tidies every
+# result (`_tidy`), after running its file-type model over the bytes: a fifth of the
+# converter's CPU on a folder of Markdown notes (docs/benchmarks.md, issue 19 goal 4).
 _LINE_END = re.compile(r"\r?\n")
 _BLANK_RUN = re.compile(r"\n{3,}")
 
@@ -94,7 +93,7 @@ class DocumentConverter:
                 check_archive(data, name, self._limits, nested=route is Route.ARCHIVE)
             if route is Route.ARCHIVE:
                 document = self._archive_document(data, name)
-            elif ext in _VERBATIM and not zipped:
+            elif ext in VERBATIM and not zipped:
                 document = self._verbatim_document(data, name, ext)
             elif ext in OWN_SEPARATOR and not zipped:
                 document = self._table_document(data, name, ext)

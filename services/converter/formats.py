@@ -12,7 +12,7 @@ from __future__ import annotations
 from enum import Enum
 
 from libs.errors import InvalidInputError, UnsupportedFormatError
-from libs.formats import check_convertible
+from libs.formats import TEXT_EXTENSIONS, check_convertible
 
 
 class Route(Enum):
@@ -41,7 +41,11 @@ ROUTES: dict[str, Route] = {
     ".xml": Route.TEXT,
     ".ipynb": Route.TEXT,
     ".zip": Route.ARCHIVE,
+    **{ext: Route.TEXT for ext in TEXT_EXTENSIONS},
 }
+# Text that is its own Markdown, decoded and nothing more (`convert`); Markdown, plain text
+# and the documentation and configuration formats read as they are.
+VERBATIM = frozenset({".md", ".txt", *TEXT_EXTENSIONS})
 
 
 def base_name(filename: str) -> str:

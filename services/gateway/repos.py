@@ -28,15 +28,10 @@ from pathlib import Path, PurePosixPath
 from urllib.parse import urlsplit
 
 from libs.errors import FetchError, InvalidInputError, MvdbError, NotFoundError, TooLargeError
-from libs.formats import CONVERTIBLE_EXTENSIONS, extension_of
+from libs.formats import CONVERTIBLE_EXTENSIONS
 from services.gateway.sources import UrlPolicy
 
-# Text formats the converter does not route by name, converted as Markdown or plain text.
-AS_MARKDOWN = (".mdx", ".markdown")
-AS_TEXT = (".rst", ".adoc", ".asciidoc", ".yaml", ".yml", ".toml", ".text")
-DEFAULT_INCLUDE = tuple(
-    sorted({f"*{ext}" for ext in (*CONVERTIBLE_EXTENSIONS, *AS_MARKDOWN, *AS_TEXT)} - {"*.zip"})
-)
+DEFAULT_INCLUDE = tuple(sorted({f"*{ext}" for ext in CONVERTIBLE_EXTENSIONS} - {"*.zip"}))
 DEFAULT_EXCLUDE = (
     ".git/",
     "node_modules/",
@@ -85,17 +80,6 @@ def repo_url(raw: str) -> str:
     if "#" in text or "?" in text:
         raise InvalidInputError(f"the repository URL '{raw}' must not have a query or fragment")
     return text.rstrip("/")
-
-
-def conversion_name(path: str) -> str:
-    """The file name the converter routes by: text formats it has no route for become .md
-    or .txt (their lines are kept, so line numbers stay the file's)."""
-    ext = extension_of(path)
-    if ext in AS_MARKDOWN:
-        return path + ".md"
-    if ext in AS_TEXT:
-        return path + ".txt"
-    return path
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ from libs.telemetry import tell_caller
 from services.gateway.consistency import reading_from_writer
 from services.gateway.folders import FolderHooks, Outcome, run_bounded, tally
 from services.gateway.pipeline import Pipeline
-from services.gateway.repos import CloneLimits, checkout, conversion_name, repo_url, walk
+from services.gateway.repos import CloneLimits, checkout, repo_url, walk
 
 log = logging.getLogger(__name__)
 
@@ -97,7 +97,7 @@ class RepoIngest:
         try:
             data = await asyncio.to_thread(path.read_bytes)
             return await self.pipeline.ingest_bytes(
-                data, conversion_name(relative), f"{url}#{relative}", library, metadata
+                data, relative, f"{url}#{relative}", library, metadata
             )
         except MvdbError as exc:
             outcome = exc

@@ -14,6 +14,7 @@ import httpx
 import pytest
 from pydantic import ValidationError
 
+from libs.formats import TEXT_EXTENSIONS, is_convertible
 from services.converter.app import create_app
 from services.converter.archive import ArchiveLimits
 from services.converter.convert import DocumentConverter
@@ -126,3 +127,14 @@ def test_a_page_is_read_in_the_encoding_it_declares(converter: DocumentConverter
     head = '<meta http-equiv="Content-Type" content="text/html; charset=windows-1254">'
     page = f"<html><head>{head}</head><body><p>{turkish}</p></body></html>"
     assert converter.convert(page.encode("cp1254"), "sayfa.html").markdown == turkish
+
+
+@pytest.mark.parametrize("ext", TEXT_EXTENSIONS)
+def test_documentation_and_configuration_formats_are_read_as_they_are(
+    converter: DocumentConverter, ext: str
+) -> None:
+    text = "Deploying\n=========\n\nreplicas: 3  # raise for more readers\n"
+    document = converter.convert(text.encode(), f"guide{ext}")
+    assert document.markdown == text.strip()
+    assert (document.file_type, document.title) == (ext.lstrip("."), "Deploying")
+    assert is_convertible(f"docs/guide{ext.upper()}")  # ingest_file, folders, /upload, sync

@@ -13,7 +13,7 @@ import pytest
 
 from libs.contracts import IngestRepoInput
 from libs.errors import InvalidInputError, PathNotAllowedError
-from services.gateway.repos import _git_config, _matches, conversion_name, repo_url, walk
+from services.gateway.repos import _git_config, _matches, repo_url, walk
 from services.gateway.sources import UrlPolicy
 
 
@@ -77,13 +77,6 @@ def test_patterns() -> None:
     assert _matches("node_modules/readme.md", ["node_modules/"])
     assert not _matches("docs/node_modules.md", ["node_modules/"])
     assert _matches("sub/package-lock.json", ["package-lock.json"])
-
-
-def test_conversion_names_keep_text_formats_as_text() -> None:
-    assert conversion_name("docs/a.rst") == "docs/a.rst.txt"
-    assert conversion_name("x.yaml") == "x.yaml.txt"
-    assert conversion_name("page.mdx") == "page.mdx.md"
-    assert conversion_name("README.md") == "README.md"
 
 
 def test_walk_keeps_documentation_and_leaves_out_the_rest(tmp_path: Path) -> None:
