@@ -11,12 +11,16 @@ drops the rest, so every chunk is measured with the model's own tokenizer and no
    pre-token > sub-word.
 3. Small neighbouring sections of the same page are packed together; a section too long for
    one chunk is cut greedily at the strongest boundary in the second half of the token
-   window, and the next piece starts about `overlap_tokens` earlier, at a word start.
+   window, and the next piece starts about `overlap_tokens` earlier, at a line start if the
+   overlap holds one (a table row, a list item), else at a word start. A piece that starts
+   among a Markdown table's rows repeats the table's header row and rule line before them
+   (`tables`; room is left for it in every window), so each chunk of a long table, a CSV or
+   a sheet, says what its columns are.
 4. Every chunk is measured again with its special tokens; the rare one that re-tokenizes
    longer than its slice is cut again, so the limit holds without exception.
 
-Chunks are slices of the input: no text is lost except the whitespace at a cut, and chunks
-that hold only markup (table rules, comments) are skipped. Each remembers where it starts, so
+Chunks are slices of the input (after a repeated table header): no text is lost except the
+whitespace at a cut, and chunks that hold only markup (table rules, comments) are skipped. Each remembers where it starts, so
 it reports its first and last line in the Markdown (`LineIndex`, 1-based).
 """
 
@@ -24,7 +28,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import IntEnum
 
 from tokenizers import Encoding, Tokenizer
@@ -33,6 +37,7 @@ from libs.contracts import Chunk
 from libs.modelfiles import bundled_tokenizer
 from services.converter.headings import HeadingScanner
 from services.converter.lines import LineIndex
+from services.converter.tables import tables_in
 
 _COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
 _WORD_CHAR = re.compile(r"[^\W_]")
@@ -93,11 +98,13 @@ class _Piece:
     page: int
     headings: tuple[str, ...]
     start: int  # where `text` starts in the Markdown
+    header: str = ""  # the table header the chunk repeats before `text` (`tables`)
 
     def stripped(self, text: str, offset: int) -> _Piece:
         """The piece of `text` (found at `offset` in this piece) without outer whitespace."""
         lead = len(text) - len(text.lstrip())
-        return _Piece(text.strip(), self.page, self.headings, self.start + offset + lead)
+        start = self.start + offset + lead
+        return _Piece(text.strip(), self.page, self.headings, start, self.header)
 
 
 class Chunker:
@@ -198,20 +205,26 @@ class Chunker:
                     group_tokens = 0
                     text = markdown[lead.start : section.end]
                     encoding = self._tokenizer.encode(text, add_special_tokens=False)
-                    for start, end in self._split(text, encoding, self._budget):
+                    for start, end, header in self._split_section(text, encoding):
                         inside = start >= section.start - lead.start
                         headings = section.headings if inside else lead_headings
                         pieces.append(
-                            _Piece(text[start:end], section.page, headings, lead.start + start)
+                            _Piece(
+                                text[start:end], section.page, headings, lead.start + start, header
+                            )
                         )
                     continue
                 flush()
             if size > self._budget:
                 text = markdown[section.start : section.end]
-                for start, end in self._split(text, encoding, self._budget):
+                for start, end, header in self._split_section(text, encoding):
                     pieces.append(
                         _Piece(
-                            text[start:end], section.page, section.headings, section.start + start
+                            text[start:end],
+                            section.page,
+                            section.headings,
+                            section.start + start,
+                            header,
                         )
                     )
                 continue
@@ -223,9 +236,14 @@ class Chunker:
     def _finish(self, pieces: list[_Piece], lines: LineIndex) -> list[Chunk]:
         """Measure every chunk with its special tokens; cut again the few that overflow."""
         kept = [p.stripped(p.text, 0) for p in pieces if has_text(p.text)]
-        counts = [len(e.ids) for e in self._tokenizer.encode_batch([p.text for p in kept])]
+        texts = [p.header + p.text for p in kept]
+        counts = [len(e.ids) for e in self._tokenizer.encode_batch(texts)]
         measured: list[tuple[_Piece, int]] = []
         for piece, count in zip(kept, counts, strict=True):
+            if count > self.max_tokens and piece.header:
+                # The rare window the header does not fit beside after all: without it.
+                piece = replace(piece, header="")
+                count = self.count_tokens(piece.text)
             if count <= self.max_tokens:
                 measured.append((piece, count))
             else:
@@ -233,7 +251,7 @@ class Chunker:
         return [
             Chunk(
                 chunk_index=index,
-                text=piece.text,
+                text=piece.header + piece.text,
                 page=piece.page,
                 headings=list(piece.headings),
                 token_count=count,
@@ -261,6 +279,21 @@ class Chunker:
         return fitted
 
     # ------------------------------------------------------------------ splitting
+
+    def _split_section(self, text: str, encoding: Encoding) -> list[tuple[int, int, str]]:
+        """`_split` of a section too long for one chunk, each window with the header of the
+        table it starts in (`tables`), room for which is left in every window; a header
+        longer than a quarter of the budget is not repeated."""
+        tables = [
+            (table, len(self._tokenizer.encode(table.header, add_special_tokens=False).ids))
+            for table in tables_in(text)
+        ]
+        repeated = [table for table, size in tables if size <= self._budget // 4]
+        reserve = max((size for _, size in tables if size <= self._budget // 4), default=0)
+        return [
+            (start, end, next((t.header for t in repeated if t.header_for(start)), ""))
+            for start, end in self._split(text, encoding, self._budget - reserve)
+        ]
 
     def _split(self, text: str, encoding: Encoding, budget: int) -> list[tuple[int, int]]:
         """Character spans of consecutive, overlapping windows of at most `budget` tokens."""
@@ -306,7 +339,8 @@ class Chunker:
         if self.overlap_tokens == 0:
             return end
         first = max(end - self.overlap_tokens, start + 1)
-        for kind in (Cut.WORD, Cut.PRETOKEN):
+        # A line start if the overlap holds one (a table row, a list item), else a word's.
+        for kind in (Cut.LINE, Cut.WORD, Cut.PRETOKEN):
             for position in range(first, end):
                 if cuts[position] >= kind:
                     return position

@@ -24,6 +24,7 @@ from libs.contracts import (
     SourceList,
     encode_cursor,
 )
+from libs.tables import header_length
 from services.index.errors import ChunkNotFound, DocumentNotFound
 from services.index.filters import equals, quote
 from services.index.store import snapshot
@@ -128,20 +129,30 @@ def _window(
 def window_markdown(markdown: str, texts: list[str]) -> str:
     """The span of `markdown` from the first of `texts` to the end of the last.
 
-    Chunks are slices of the converted Markdown, so the span is exact and shows overlapping
-    chunks once. Where a text is not found in order, or the span would be far longer than
-    the chunks (the first text also occurs earlier), the texts joined by blank lines.
+    Chunks are slices of the converted Markdown (a long table's chunks after their repeated
+    header), so the span is exact and shows overlapping chunks once. Where a text is not
+    found in order, or the span would be far longer than the chunks (the first text also
+    occurs earlier), the texts joined by blank lines.
     """
-    start = position = markdown.find(texts[0]) if texts else -1
+    start = position = _find(markdown, texts[0], 0)[0] if texts else -1
     end = start
     for text in texts:
         if position < 0:
             break
-        position = markdown.find(text, position)
-        end = max(end, position + len(text))
+        position, length = _find(markdown, text, position)
+        end = max(end, position + length)
     if start >= 0 and position >= 0 and end - start <= 2 * sum(map(len, texts)) + 200:
         return markdown[start:end]
     return "\n\n".join(texts)
+
+
+def _find(markdown: str, text: str, after: int) -> tuple[int, int]:
+    """Where `text` is in `markdown` from `after` on, and how long it is there; a chunk that
+    repeats its table's header (`libs.tables`) is found by the rows after the header."""
+    found = markdown.find(text, after)
+    if found < 0 and (header := header_length(text)):
+        return markdown.find(text[header:], after), len(text) - header
+    return found, len(text)
 
 
 async def list_documents(
