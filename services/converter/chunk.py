@@ -20,8 +20,9 @@ drops the rest, so every chunk is measured with the model's own tokenizer and no
    longer than its slice is cut again, so the limit holds without exception.
 
 Chunks are slices of the input (after a repeated table header): no text is lost except the
-whitespace at a cut, and chunks that hold only markup (table rules, comments) are skipped. Each remembers where it starts, so
-it reports its first and last line in the Markdown (`LineIndex`, 1-based).
+whitespace at a cut, and chunks that hold only markup (table rules, comments) are skipped.
+Each remembers where it starts, so it reports its first and last line in the Markdown
+(`LineIndex`, 1-based).
 """
 
 from __future__ import annotations
