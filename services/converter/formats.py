@@ -31,6 +31,7 @@ ROUTES: dict[str, Route] = {
     ".xls": Route.SHEETS,
     ".docx": Route.DOCUMENT,
     ".epub": Route.DOCUMENT,
+    ".msg": Route.DOCUMENT,  # Outlook messages (olefile, markitdown[outlook])
     ".html": Route.TEXT,
     ".htm": Route.TEXT,
     ".txt": Route.TEXT,

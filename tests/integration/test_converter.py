@@ -115,6 +115,11 @@ CASES = [
     Case("gutenberg/1342-0.txt", "1342-0", ("It is a truth universally acknowledged",)),
     Case("markitdown/markitdown-project-README.md", "MarkItDown", ("pip install",)),
     Case("markitdown/test.epub", "Test EPUB Document", ("Chapter 1",)),
+    Case(
+        "markitdown/test_outlook_msg.msg",
+        "Test Email Message",
+        ("test.sender@example.com", "This is the body of the test email message"),
+    ),
     Case("markitdown/test_files.zip", "test_files", ("AutoGen",)),
 ]
 
@@ -265,7 +270,14 @@ async def test_scanned_pdf_is_no_text_with_a_hint(client: httpx.AsyncClient) -> 
     ("name", "data", "status", "code", "words"),
     [
         ("random.bin", None, 422, "unsupported_format", (".pdf", ".docx", ".zip")),
-        ("test_outlook_msg.msg", None, 422, "unsupported_format", ("'.msg' files",)),
+        ("letter.rtf", b"{\\rtf1\\ansi Dear reader}", 422, "unsupported_format", ("'.rtf' files",)),
+        (
+            "broken.msg",
+            b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + bytes(600),
+            422,
+            "conversion_failed",
+            ("corrupt", ".msg"),
+        ),
         ("scan.png", b"\x89PNG\r\n\x1a\n" + bytes(64), 422, "unsupported_format", ("OCR",)),
         ("memo.doc", b"\xd0\xcf\x11\xe0" + bytes(64), 422, "unsupported_format", (".docx",)),
         ("broken.pdf", b"%PDF-1.4\n this is not a PDF", 422, "conversion_failed", ("corrupt",)),
