@@ -23,7 +23,7 @@ SPEC_EXTENSIONS = (
 TEXT_EXTENSIONS = (
     ".markdown", ".mdx", ".text", ".rst", ".adoc", ".asciidoc", ".yaml", ".yml", ".toml",
 )  # fmt: skip
-EXTRA_EXTENSIONS = (".epub", ".ipynb", ".tsv", ".msg", *TEXT_EXTENSIONS)
+EXTRA_EXTENSIONS = (".epub", ".ipynb", ".tsv", ".msg", ".eml", *TEXT_EXTENSIONS)
 
 _OCR = (
     "reading text from images needs OCR, and no OCR engine is installed in the converter; "

@@ -14,7 +14,7 @@ from pathlib import PurePath, PureWindowsPath
 SUPPORTED_EXTENSIONS = frozenset(
     {".pdf", ".docx", ".pptx", ".xlsx", ".xls", ".html", ".htm", ".txt", ".md", ".csv",
      ".json", ".xml", ".zip", ".epub", ".ipynb", ".tsv", ".markdown", ".mdx", ".text", ".rst",
-     ".adoc", ".asciidoc", ".yaml", ".yml", ".toml", ".msg"}
+     ".adoc", ".asciidoc", ".yaml", ".yml", ".toml", ".msg", ".eml"}
 )  # fmt: skip
 # What the gateway converts (libs.formats.CONVERTIBLE_EXTENSIONS; a test keeps them equal).
 

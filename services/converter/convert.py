@@ -33,6 +33,7 @@ from services.converter.chunk import PageSpan, has_text
 from services.converter.delimited import OWN_SEPARATOR, as_comma_separated, separator_of
 from services.converter.formats import VERBATIM, Route, base_name, extension_of, route_for
 from services.converter.headings import first_heading, front_matter_title
+from services.converter.mail import mail_markdown
 from services.converter.pdf import extract_pdf, sensible_title
 from services.converter.zipfiles import archive_markdown
 
@@ -97,6 +98,8 @@ class DocumentConverter:
                 document = self._verbatim_document(data, name, ext)
             elif ext in OWN_SEPARATOR and not zipped:
                 document = self._table_document(data, name, ext)
+            elif ext == ".eml":
+                document = self._mail_document(data, name)
             else:
                 document = self._markitdown_document(data, name, ext, route)
         if not has_text(document.markdown):
@@ -139,6 +142,17 @@ class DocumentConverter:
             data, name, lambda member, path: self.convert(member, path).markdown
         )
         return Document(markdown, _file_stem(name), "zip", 0, [PageSpan(0, 0, len(markdown))])
+
+    def _mail_document(self, data: bytes, name: str) -> Document:
+        """An e-mail message (`mail`); an HTML body converted as an .html file is."""
+
+        def html(body: bytes) -> str:
+            return self._markitdown_document(body, "body.html", ".html", Route.TEXT).markdown
+
+        markdown, subject = mail_markdown(data, name, html)
+        markdown = normalise_text(markdown)
+        title = sensible_title(subject) or _file_stem(name)
+        return Document(markdown, title, "eml", 0, [PageSpan(0, 0, len(markdown))])
 
     def _table_document(self, data: bytes, name: str, ext: str) -> Document:
         """A delimited table in whatever separator it was written with (`delimited`)."""

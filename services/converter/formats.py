@@ -32,6 +32,7 @@ ROUTES: dict[str, Route] = {
     ".docx": Route.DOCUMENT,
     ".epub": Route.DOCUMENT,
     ".msg": Route.DOCUMENT,  # Outlook messages (olefile, markitdown[outlook])
+    ".eml": Route.DOCUMENT,  # RFC 5322 messages (`mail`)
     ".html": Route.TEXT,
     ".htm": Route.TEXT,
     ".txt": Route.TEXT,
