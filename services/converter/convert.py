@@ -98,7 +98,7 @@ class DocumentConverter:
                 document = self._verbatim_document(data, name, ext)
             elif ext in OWN_SEPARATOR and not zipped:
                 document = self._table_document(data, name, ext)
-            elif ext == ".eml":
+            elif route is Route.MAIL:
                 document = self._mail_document(data, name)
             else:
                 document = self._markitdown_document(data, name, ext, route)

@@ -22,6 +22,7 @@ class Route(Enum):
     TEXT = "text"
     DOCUMENT = "document"
     ARCHIVE = "archive"
+    MAIL = "mail"
 
 
 ROUTES: dict[str, Route] = {
@@ -32,7 +33,7 @@ ROUTES: dict[str, Route] = {
     ".docx": Route.DOCUMENT,
     ".epub": Route.DOCUMENT,
     ".msg": Route.DOCUMENT,  # Outlook messages (olefile, markitdown[outlook])
-    ".eml": Route.DOCUMENT,  # RFC 5322 messages (`mail`)
+    ".eml": Route.MAIL,  # RFC 5322 messages (`mail`)
     ".html": Route.TEXT,
     ".htm": Route.TEXT,
     ".txt": Route.TEXT,
