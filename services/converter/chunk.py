@@ -14,7 +14,7 @@ drops the rest, so every chunk is measured with the model's own tokenizer and no
    window, and the next piece starts about `overlap_tokens` earlier, at a line start if the
    overlap holds one (a table row, a list item), else at a word start. A piece that starts
    among a Markdown table's rows repeats the table's header row and rule line before them
-   (`tables`; room is left for it in every window), so each chunk of a long table, a CSV or
+   (`libs.tables`; room is left for it in every window), so each chunk of a long table, a CSV or
    a sheet, says what its columns are.
 4. Every chunk is measured again with its special tokens; the rare one that re-tokenizes
    longer than its slice is cut again, so the limit holds without exception.
@@ -36,9 +36,9 @@ from tokenizers import Encoding, Tokenizer
 
 from libs.contracts import Chunk
 from libs.modelfiles import bundled_tokenizer
+from libs.tables import tables_in
 from services.converter.headings import HeadingScanner
 from services.converter.lines import LineIndex
-from services.converter.tables import tables_in
 
 _COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
 _WORD_CHAR = re.compile(r"[^\W_]")
@@ -99,7 +99,7 @@ class _Piece:
     page: int
     headings: tuple[str, ...]
     start: int  # where `text` starts in the Markdown
-    header: str = ""  # the table header the chunk repeats before `text` (`tables`)
+    header: str = ""  # the table header the chunk repeats before `text` (`libs.tables`)
 
     def stripped(self, text: str, offset: int) -> _Piece:
         """The piece of `text` (found at `offset` in this piece) without outer whitespace."""
@@ -283,14 +283,15 @@ class Chunker:
 
     def _split_section(self, text: str, encoding: Encoding) -> list[tuple[int, int, str]]:
         """`_split` of a section too long for one chunk, each window with the header of the
-        table it starts in (`tables`), room for which is left in every window; a header
+        table it starts in (`libs.tables`), room for which is left in every window; a header
         longer than a quarter of the budget is not repeated."""
-        tables = [
-            (table, len(self._tokenizer.encode(table.header, add_special_tokens=False).ids))
+        repeated = {
+            table: size
             for table in tables_in(text)
-        ]
-        repeated = [table for table, size in tables if size <= self._budget // 4]
-        reserve = max((size for _, size in tables if size <= self._budget // 4), default=0)
+            if (size := len(self._tokenizer.encode(table.header, add_special_tokens=False).ids))
+            <= self._budget // 4
+        }
+        reserve = max(repeated.values(), default=0)
         return [
             (start, end, next((t.header for t in repeated if t.header_for(start)), ""))
             for start, end in self._split(text, encoding, self._budget - reserve)

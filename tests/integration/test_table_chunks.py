@@ -1,4 +1,4 @@
-"""A long table's chunks each repeat its header (`services.converter.tables`), through the
+"""A long table's chunks each repeat its header (`libs.tables`), through the
 gateway's `Library` over the real cores in this process: every chunk of a 600-row CSV says
 what its columns are and stays within the model's window, its lines are its rows, a search
 hit in the middle of the table carries the header, and a `get_document` window is still the

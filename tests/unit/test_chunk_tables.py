@@ -1,4 +1,4 @@
-"""Long Markdown tables in chunks (`services.converter.tables`, `Chunker`): each chunk after
+"""Long Markdown tables in chunks (`libs.tables`, `Chunker`): each chunk after
 the first repeats the header, starts at a row, and stays within the token limit; a header too
 long to repeat is not; `libs.tables.header_length` finds a repeated header."""
 
@@ -8,9 +8,8 @@ import pytest
 from tokenizers import Tokenizer
 
 from libs.modelfiles import bundled_tokenizer_json
-from libs.tables import header_length
+from libs.tables import header_length, tables_in
 from services.converter.chunk import Chunker
-from services.converter.tables import tables_in
 
 HEADER = "| id | product | price |\n| --- | --- | --- |\n"
 BODY = "\n".join(f"| {i} | Product {i} | {i}.50 |" for i in range(1, 400))
