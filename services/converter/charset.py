@@ -23,12 +23,11 @@ pages the detector misreads then read right.
 
 from __future__ import annotations
 
-import codecs
 import re
 
 import charset_normalizer
 
-from libs.encodings import bom_codec, declared_codec, decodes
+from libs.encodings import bom_codec, canonical, declared_codec, decodes
 
 DEFAULT_LEGACY = "cp1252"
 # Markup that names its encoding: HTML's <meta charset> or http-equiv, the XML declaration.
@@ -43,11 +42,6 @@ _CONTROL_BYTES = frozenset(set(range(0x20)) - {0x09, 0x0A, 0x0C, 0x0D})
 # How close to the detector's first pick a candidate must score to count as a tie.
 _CHAOS_TIE = 0.01
 _COHERENCE_TIE = 0.02
-
-
-def canonical(encoding: str) -> str:
-    """Python's own name for `encoding` ("windows-1252" -> "cp1252"); LookupError if unknown."""
-    return codecs.lookup(encoding).name
 
 
 def detect_charset(data: bytes, legacy: str = DEFAULT_LEGACY, *, markup: bool = False) -> str:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from pydantic import Field, field_validator
 
+from libs.encodings import canonical
 from libs.settings import CommonSettings
-from services.converter.charset import DEFAULT_LEGACY, canonical
+from services.converter.charset import DEFAULT_LEGACY
 
 
 class ConverterSettings(CommonSettings):

@@ -297,20 +297,17 @@ def _filename_for(url: str, content_type: str) -> str:
     return f"{stem}{ext}"
 
 
-def _as_utf8(data: bytes, content_type: str) -> bytes:
+def _as_utf8(data: bytes, response: httpx.Response) -> bytes:
     """A text body in the charset its Content-Type names, as UTF-8, which the converter reads
     first: the header's charset outranks the page's own declaration, as in browsers. A body
     with a byte order mark, one already UTF-8 (servers often name ISO-8859-1 for UTF-8
     files) and one the charset does not read are passed on as they came."""
-    mime, _, parameters = content_type.partition(";")
-    if _CONTENT_TYPES.get(mime.strip().lower()) not in _TEXT or bom_codec(data):
+    mime = response.headers.get("content-type", "").partition(";")[0].strip().lower()
+    label = response.charset_encoding  # httpx reads the charset parameter
+    if label is None or _CONTENT_TYPES.get(mime) not in _TEXT or bom_codec(data):
         return data
-    for parameter in parameters.split(";"):
-        name, _, value = parameter.partition("=")
-        if name.strip().lower() == "charset" and not decodes(data, "utf-8"):
-            codec = declared_codec(value, data)
-            return data if codec is None else data.decode(codec).encode()
-    return data
+    codec = None if decodes(data, "utf-8") else declared_codec(label, data)
+    return data if codec is None else data.decode(codec).encode()
 
 
 async def fetch_url(
@@ -371,7 +368,7 @@ async def _fetch(
                             f"{current} is larger than the {max_bytes}-byte fetch limit"
                         )
                     chunks.append(piece)
-                data = _as_utf8(b"".join(chunks), response.headers.get("content-type", ""))
+                data = _as_utf8(b"".join(chunks), response)
                 return Fetched(url=current, data=data, filename=filename)
         except httpx.TimeoutException as exc:
             raise FetchError(f"fetching {current} timed out") from exc
