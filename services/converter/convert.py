@@ -147,7 +147,9 @@ class DocumentConverter:
         """An e-mail message (`mail`); an HTML body converted as an .html file is."""
 
         def html(body: bytes) -> str:
-            return self._markitdown_document(body, "body.html", ".html", Route.TEXT).markdown
+            return self._markitdown_document(
+                body, "body.html", ".html", Route.TEXT, charset="utf-8"
+            ).markdown
 
         markdown, subject = mail_markdown(data, name, html)
         markdown = normalise_text(markdown)
@@ -160,7 +162,9 @@ class DocumentConverter:
         separator = separator_of(text, OWN_SEPARATOR[ext])
         if separator != ",":
             text = as_comma_separated(text, separator)
-        return self._markitdown_document(text.encode(), name, ext, Route.TEXT, as_csv=True)
+        return self._markitdown_document(
+            text.encode(), name, ext, Route.TEXT, as_csv=True, charset="utf-8"
+        )
 
     def _decoded(self, data: bytes, name: str) -> str:
         try:
@@ -169,13 +173,19 @@ class DocumentConverter:
             raise _undecodable(name, exc) from exc
 
     def _markitdown_document(
-        self, data: bytes, name: str, ext: str, route: Route, *, as_csv: bool = False
+        self,
+        data: bytes,
+        name: str,
+        ext: str,
+        route: Route,
+        *,
+        as_csv: bool = False,
+        charset: str | None = None,
     ) -> Document:
-        charset = (
-            detect_charset(data, self._legacy, markup=ext in MARKUP)
-            if route is Route.TEXT
-            else None
-        )
+        """markitdown's conversion; text is read in `charset` if the caller decoded it
+        already (and handed it on as UTF-8), else in the one detected here."""
+        if charset is None and route is Route.TEXT:
+            charset = detect_charset(data, self._legacy, markup=ext in MARKUP)
         info = StreamInfo(extension=".csv" if as_csv else ext, filename=name, charset=charset)
         extra = {"style_map": _DOCX_STYLE_MAP} if ext == ".docx" else {}
         try:
