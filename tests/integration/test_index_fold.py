@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -251,37 +252,49 @@ def test_a_fold_whose_cleanup_removes_the_version_it_started_from_is_not_a_confl
     store.close()
 
 
-class CleanedMeanwhile:
-    """A table whose first `failures` listings of versions meet a cleanup removing a version
-    file between Lance's listing and its read, as Lance reports it."""
-
-    def __init__(self, table: Table, failures: int) -> None:
-        self.table, self.failures, self.listings = table, failures, 0
-
-    def list_versions(self) -> list[dict[str, Any]]:
-        self.listings += 1
-        if self.listings <= self.failures:
-            raise RuntimeError(
-                "lance error: Not found: /store/documents.lance/_versions/"
-                "18446744073709551559.manifest"
-            )
-        return self.table.list_versions()  # type: ignore[no-any-return]
-
-
 def test_a_listing_of_versions_that_meets_a_cleanup_is_taken_again(tmp_path: Path) -> None:
-    """Seen in a 3,200-write ingest with a short retention: a write's guard check listed the
-    versions while a fold's cleanup removed old ones, and the write failed."""
-    table = lancedb.connect(tmp_path).create_table("t", pa.table({"k": ["a"]}))
-    table.add(pa.table({"k": ["b"]}))
+    """Seen in ingests (3,200 writes with a short retention; SciFact's 5,183 documents): a
+    write's guard check listed the versions while a fold's cleanup removed old ones, and the
+    write failed. Here a real cleanup of 400 versions runs while the guard lists them over
+    and over: Lance's own listing fails now and then (checked, so that the race is real),
+    the guard's never does."""
+    table = lancedb.connect(tmp_path).create_table("t", pa.table({"k": [0]}))
+    for k in range(400):
+        table.add(pa.table({"k": [k]}))
     guard = WriterGuard("the-store", enabled=True)
-    raced = CleanedMeanwhile(table, failures=1)
-    with guard.folding():
-        guard.remember([("t", raced)])  # type: ignore[list-item]
-    assert raced.listings == 2
-    always = CleanedMeanwhile(table, failures=10)
-    with guard.folding(), pytest.raises(RuntimeError, match="Not found"):
-        guard.remember([("t", always)])  # type: ignore[list-item]
-    assert always.listings == 3
+    failures: list[Exception] = []
+    lance_failed = threading.Event()
+    cleaning = threading.Event()
+
+    def list_while_cleaning() -> None:
+        reader = lancedb.connect(tmp_path).open_table("t")
+        while not cleaning.is_set():
+            time.sleep(0.001)
+        while cleaning.is_set():
+            try:
+                reader.list_versions()
+            except Exception:
+                lance_failed.set()
+            try:
+                with guard.folding():
+                    guard.remember([("t", reader)])
+            except Exception as exc:
+                failures.append(exc)
+
+    lister = threading.Thread(target=list_while_cleaning)
+    lister.start()
+    cleaning.set()
+    try:
+        time.sleep(0.05)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # "removes every version except the latest"
+            table.optimize(cleanup_older_than=timedelta(0))
+    finally:
+        cleaning.clear()
+        lister.join()
+    assert failures == []
+    assert lance_failed.is_set(), "the cleanup never met a listing: the race was not run"
+    assert len(table.list_versions()) < 5
 
 
 def test_a_fold_commit_landing_just_after_a_write_is_not_a_conflict(tmp_path: Path) -> None:

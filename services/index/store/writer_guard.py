@@ -38,9 +38,9 @@ listing on disk, one request on object storage).
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import threading
+import time
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
@@ -53,8 +53,9 @@ log = logging.getLogger(__name__)
 
 Named = tuple[str, Table | None]
 
-# Listings of a table's versions, against a cleanup removing old ones meanwhile (`_versions`).
-_LISTING_ATTEMPTS = 3
+# How long a listing of a table's versions is taken again while a cleanup removes old ones
+# (`_versions`).
+_LISTING_PATIENCE_S = 10.0
 
 
 class WriterGuard:
@@ -172,12 +173,20 @@ class WriterGuard:
 
 def _versions(table: Table) -> list[dict[str, Any]]:
     """Every version of `table` with its summary. Lance lists the version files, then reads
-    each: a fold's cleanup that removes old ones in between fails the read ("Not found"),
-    and a second listing no longer has them."""
-    for _ in range(_LISTING_ATTEMPTS - 1):
-        with contextlib.suppress(Exception):
+    each: a fold's cleanup that removes old ones in between fails the read ("Not found").
+    A cleanup of hundreds of versions takes a good part of a second (longer on a busy
+    machine), and listings taken back to back can all meet it, so the listing is taken
+    again with a growing pause until it succeeds or `_LISTING_PATIENCE_S` has passed."""
+    deadline = time.monotonic() + _LISTING_PATIENCE_S
+    pause = 0.01
+    while True:
+        try:
             return table.list_versions()
-    return table.list_versions()
+        except Exception as exc:
+            if "Not found" not in str(exc) or time.monotonic() + pause > deadline:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, 0.25)
 
 
 def fold_like(before: Mapping[str, Any] | None, after: Mapping[str, Any] | None) -> bool:
