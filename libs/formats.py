@@ -48,6 +48,16 @@ UNAVAILABLE: dict[str, str] = {
     ),
 }
 KNOWN_EXTENSIONS = frozenset(SPEC_EXTENSIONS + EXTRA_EXTENSIONS)
+
+# What this release's converter and chunker make of a file: raised in a release whose
+# converter or chunker gives other Markdown or chunks for the same bytes. Each document
+# records the revision it was made with (0: made before 0.8.5, which did not record it). One
+# from an older revision is stale: when its bytes come again (an upload, a sync pass, a
+# folder or repository ingest, ingest_url, ingest_content) it is converted again instead of
+# skipped as unchanged, and the manifest (`GET /sources`) says `stale` so that a sync client
+# sends it again. 1: 0.8.5 (legacy encodings, separators, ZIP members, table headers,
+# e-mail, front matter titles: docs/mcp-tool-spec.md, 0.8.4).
+CONVERTER_REVISION = 1
 CONVERTIBLE_EXTENSIONS = KNOWN_EXTENSIONS - frozenset(UNAVAILABLE)
 
 

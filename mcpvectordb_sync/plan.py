@@ -2,7 +2,8 @@
 files found, each file's SHA-256 set against the manifest's.
 
 - a file whose SHA-256 equals the manifest's for its source is unchanged, never sent;
-- a file without an entry, or with another SHA-256, is uploaded;
+- a file without an entry, or with another SHA-256, is uploaded, and so is one whose entry is
+  `stale`: made by an older converter than the server's, so the same bytes convert anew;
 - with delete, an entry under the prefix without a file is deleted, and only after a complete
   scan: a subfolder that could not be listed may still hold the files.
 """
@@ -20,6 +21,7 @@ class Entry:
     source: str
     doc_id: str
     content_sha256: str
+    stale: bool = False  # an older converter made it (gateways before 0.8.5 never say so)
 
 
 def manifest(gateway: Gateway, library: str, prefix: str) -> dict[str, Entry]:
@@ -33,7 +35,12 @@ def manifest(gateway: Gateway, library: str, prefix: str) -> dict[str, Entry]:
         if not isinstance(rows, list):
             raise SyncError("the gateway's /sources answer has no 'sources' list; is it 0.6.0+?")
         for row in rows:
-            entry = Entry(str(row["source"]), str(row["doc_id"]), str(row["content_sha256"]))
+            entry = Entry(
+                str(row["source"]),
+                str(row["doc_id"]),
+                str(row["content_sha256"]),
+                row.get("stale") is True,
+            )
             found[entry.source] = entry
         next_cursor = page.get("next_cursor")
         if not next_cursor:
@@ -55,4 +62,4 @@ def deletions(scan: Scan, remote: dict[str, Entry]) -> tuple[list[Entry], str | 
 
 def changed(file: LocalFile, digest: str, remote: dict[str, Entry]) -> bool:
     entry = remote.get(file.source)
-    return entry is None or entry.content_sha256 != digest
+    return entry is None or entry.content_sha256 != digest or entry.stale

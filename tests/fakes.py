@@ -113,6 +113,7 @@ class FakeIndex:
 
     def __init__(self) -> None:
         self.docs: dict[str, tuple[DocumentInfo, str, list[Chunk]]] = {}
+        self.conversions: dict[str, int] = {}  # doc_id -> converter revision
         self.write_delay = 0.0
         self.jobs: dict[str, JobRecord] = {}
 
@@ -142,7 +143,7 @@ class FakeIndex:
     async def lookup(self, library: str, source: str) -> LookupResponse:
         for info, _, _ in self.docs.values():
             if info.library == library and info.source == source:
-                return LookupResponse(document=info)
+                return LookupResponse(document=info, conversion=self.conversions[info.doc_id])
         return LookupResponse(document=None)
 
     async def upsert(self, request: UpsertRequest) -> UpsertResponse:
@@ -166,6 +167,7 @@ class FakeIndex:
             file_type=doc.file_type,
         )
         self.docs[doc_id] = (info, doc.markdown, request.chunks)
+        self.conversions[doc_id] = doc.conversion
         status = "replaced" if old.document else "indexed"
         return UpsertResponse(status=status, doc_id=doc_id, chunk_count=len(request.chunks))
 
@@ -221,6 +223,7 @@ class FakeIndex:
                 chunk_count=i.chunk_count,
                 file_type=i.file_type,
                 last_modified=i.last_modified,
+                conversion=self.conversions[i.doc_id],
             )
             for i in found[:limit]
         ]

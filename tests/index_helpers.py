@@ -1,14 +1,21 @@
-"""Shared pieces of the index tests: the stand-in model, deterministic unit vectors, and the
-one builder of `UpsertRequest`s every index test module uses."""
+"""Shared pieces of the index tests: the stand-in model, deterministic unit vectors, the
+one builder of `UpsertRequest`s every index test module uses, and a store as an older
+release wrote it (`write_old_store`)."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
+import lancedb
 import numpy as np
+import pyarrow as pa
+from lancedb.index import BTree
 
 from libs.contracts import Chunk, NewDocument, UpsertRequest
+from libs.formats import CONVERTER_REVISION
 from libs.vectors import Matrix, encode
+from services.index.store.schema import DOCUMENTS_SCHEMA, FTS_CONFIG
 
 DIM = 384
 MODEL = "test/minilm"
@@ -37,6 +44,7 @@ def upsert_request(
     token_counts: list[int] | None = None,
     model: str = MODEL,
     dim: int | None = None,
+    conversion: int = CONVERTER_REVISION,
 ) -> UpsertRequest:
     """A document of one chunk per text, as the gateway would send it.
 
@@ -56,6 +64,7 @@ def upsert_request(
             last_modified=last_modified,
             metadata=metadata or {},
             markdown=markdown if markdown is not None else "\n\n".join(texts),
+            conversion=conversion,
         ),
         chunks=[
             Chunk(
@@ -71,3 +80,68 @@ def upsert_request(
         dim=dim if dim is not None else int(vectors.shape[1]),
         vectors_b64=encode(vectors),
     )
+
+
+# ------------------------------------------------------------- stores from before 0.5.0
+
+OLD_CHUNK_FIELDS = [
+    ("chunk_id", pa.string()),
+    ("doc_id", pa.string()),
+    ("source", pa.string()),
+    ("library", pa.string()),
+    ("title", pa.string()),
+    ("file_type", pa.string()),
+    ("last_modified", pa.string()),
+    ("page", pa.int32()),
+    ("chunk_index", pa.int32()),
+    ("content", pa.string()),
+    ("headings", pa.list_(pa.string())),
+    ("metadata", pa.string()),
+    ("vector", pa.list_(pa.float32(), DIM)),
+]
+
+
+def write_old_store(uri: str) -> None:
+    """A store as 0.4.0 wrote it: no token_count, meta_json or meta_list columns in chunks,
+    no conversion column in documents."""
+    db = lancedb.connect(uri)
+    db.create_table(
+        "meta",
+        data=pa.table({"key": ["model", "dim", "schema"], "value": [MODEL, str(DIM), "1"]}),
+    )
+    metadata = json.dumps({"author": "Alice", "tags": ["old"]})
+    document = {
+        "doc_id": "old-doc",
+        "source": "old.md",
+        "library": "default",
+        "title": "Old",
+        "file_type": "md",
+        "content_hash": "h",
+        "created_at": "2025-01-01T00:00:00+00:00",
+        "last_modified": "",
+        "metadata": metadata,
+        "chunk_count": 2,
+        "markdown": "walrus from before\n\nsecond walrus",
+        "state": "live",
+    }
+    old_documents = pa.schema([f for f in DOCUMENTS_SCHEMA if f.name != "conversion"])
+    db.create_table("documents", data=pa.Table.from_pylist([document], schema=old_documents))
+    vectors = unit_vectors(2, 3)
+    chunks = {
+        "chunk_id": ["old-doc:0", "old-doc:1"],
+        "doc_id": ["old-doc"] * 2,
+        "source": ["old.md"] * 2,
+        "library": ["default"] * 2,
+        "title": ["Old"] * 2,
+        "file_type": ["md"] * 2,
+        "last_modified": [""] * 2,
+        "page": [0, 0],
+        "chunk_index": [0, 1],
+        "content": ["walrus from before", "second walrus"],
+        "headings": [[], []],
+        "metadata": [metadata] * 2,
+        "vector": pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), DIM),
+    }
+    table = db.create_table("chunks", data=pa.table(chunks, schema=pa.schema(OLD_CHUNK_FIELDS)))
+    table.create_index("content", config=FTS_CONFIG)
+    table.create_index("doc_id", config=BTree())

@@ -22,6 +22,7 @@ from libs.contracts.fields import (
 )
 from libs.contracts.tools import DocumentInfo
 from libs.errors import InvalidInputError
+from libs.formats import CONVERTER_REVISION
 from libs.vectors import Matrix, decode
 
 # ------------------------------------------------------------------- converter messages
@@ -87,6 +88,8 @@ class NewDocument(Model):
     last_modified: str
     metadata: dict[str, Any] = Field(default_factory=dict)
     markdown: str
+    # The converter revision that made `markdown` and the chunks (`libs.formats`); 0 unknown.
+    conversion: int = Field(default=0, ge=0)
 
     @field_validator("source", "library")
     @classmethod
@@ -158,6 +161,13 @@ class UpsertResponse(Out):
 
 class LookupResponse(Out):
     document: DocumentInfo | None = None
+    # The converter revision the document was made with (0: before 0.8.5, unknown).
+    conversion: int = 0
+
+    @property
+    def current(self) -> bool:
+        """Whether the document was made by this release's converter (or a newer one)."""
+        return self.conversion >= CONVERTER_REVISION
 
 
 class IndexSearchRequest(Model):

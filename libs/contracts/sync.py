@@ -3,9 +3,11 @@ sources (`GET /sources`), delete by source, and the cursor that pages through th
 
 The manifest lists each live document's source with the SHA-256 of the bytes it was made
 from (`content_sha256`), which a client computes from its file without converting anything:
-equal digests mean the upload would be `skipped`. Pages are ordered by source and keyed on
-it (keyset pagination), so a page never repeats or skips a source when others are added or
-deleted between pages; the cursor is opaque to callers.
+equal digests mean the upload would be `skipped`, unless the entry is `stale` (made by an
+older converter, `libs.formats.CONVERTER_REVISION`), when the same bytes are converted anew.
+Pages are ordered by source and keyed on it (keyset pagination), so a page never repeats or
+skips a source when others are added or deleted between pages; the cursor is opaque to
+callers.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import binascii
 import json
 from typing import Annotated
 
-from pydantic import Field
+from pydantic import Field, computed_field
 
 from libs.contracts.fields import (
     DEFAULT_LIBRARY,
@@ -27,6 +29,7 @@ from libs.contracts.fields import (
     ToolInput,
 )
 from libs.errors import InvalidInputError
+from libs.formats import CONVERTER_REVISION
 
 MAX_CURSOR_CHARS = 4 * MAX_SOURCE_CHARS
 
@@ -73,6 +76,14 @@ class SourceEntry(Out):
     chunk_count: int
     file_type: str = ""
     last_modified: str = ""
+    # The converter revision the document was made with (0: before 0.8.5, unknown).
+    conversion: int = 0
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def stale(self) -> bool:
+        """Made by an older converter: sending the same bytes again converts them anew."""
+        return self.conversion < CONVERTER_REVISION
 
 
 class SourceList(Out):

@@ -2,7 +2,8 @@
 uploads, URLs and raw content (folders: `services.gateway.folders`).
 
 Dedup happens before any conversion or embedding work: the same `(source, library)` with the
-same content hash is `skipped`. Ingests of one source are serialised by a per-source lock so
+same content hash is `skipped`, unless an older converter made it (`found.current`): then the
+same bytes are converted anew. Ingests of one source are serialised by a per-source lock so
 that concurrent requests end with exactly one document; the index's replace is atomic, so a
 failure anywhere before the write leaves the old version in place.
 """
@@ -31,6 +32,7 @@ from libs.contracts import (
     UpsertRequest,
 )
 from libs.errors import InvalidInputError
+from libs.formats import CONVERTER_REVISION
 from libs.ports import ConverterPort, EmbedderPort, IndexPort
 from libs.telemetry import STAGE_SECONDS
 from libs.vectors import encode
@@ -186,8 +188,11 @@ class Pipeline:
         fallback_title: str,
     ) -> IngestResult:
         async with self._locks.hold((library, source)):
-            existing = (await self.index.lookup(library, source)).document
-            if existing is not None and existing.content_hash == digest:
+            found = await self.index.lookup(library, source)
+            existing = found.document
+            # Unchanged bytes made by this release's converter are skipped; made by an
+            # older one (`libs.formats.CONVERTER_REVISION`), they are converted anew.
+            if existing is not None and existing.content_hash == digest and found.current:
                 return IngestResult(
                     status="skipped",
                     doc_id=existing.doc_id,
@@ -212,6 +217,7 @@ class Pipeline:
                     last_modified=last_modified,
                     metadata=metadata or {},
                     markdown=converted.markdown,
+                    conversion=CONVERTER_REVISION,
                 ),
                 chunks=converted.chunks,
                 model=model.name,

@@ -158,8 +158,7 @@ class IndexCore(AsyncLifecycle):
     # ------------------------------------------------------------------------- port
 
     async def lookup(self, library: str, source: str) -> LookupResponse:
-        document = await self._run(lambda store: store.lookup(library, source))
-        return LookupResponse(document=document)
+        return await self._run(lambda store: store.lookup(library, source))
 
     async def upsert(self, request: UpsertRequest) -> UpsertResponse:
         response = await self._run(lambda store: store.upsert(request))

@@ -193,3 +193,63 @@ def test_synced_documents_are_resources(cluster: LocalCluster, folder: Path) -> 
     synced = {parse_document_uri(u)[1] for u in uris if parse_document_uri(u)[0] == "synced"}
     assert synced == {e["doc_id"] for e in _manifest(cluster).values()}
     assert text == expected and text
+
+
+def test_a_document_from_an_older_converter_is_converted_again(
+    cluster: LocalCluster, tmp_path: Path
+) -> None:
+    """Unchanged bytes made by an older converter: the manifest says `stale`, the next pass
+    sends them again and the document is made anew; the pass after that sends nothing."""
+    import hashlib
+
+    from libs.contracts import Chunk, NewDocument, UpsertRequest
+    from libs.formats import CONVERTER_REVISION
+
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    data = "Crème brûlée for the niño\n".encode("cp1252")  # Notepad's "ANSI"
+    (folder / "recipe.txt").write_bytes(data)
+    # What 0.8.3 made of these bytes (read as Windows-1250) and stored, revision unrecorded.
+    old_text = "Crčme brűlée for the nińo"
+    embedded = httpx.post(f"{cluster.embedder}/embed", json={"texts": [old_text]}, timeout=60)
+    old = UpsertRequest(
+        document=NewDocument(
+            source="recipe.txt",
+            library="reconvert",
+            title="recipe",
+            file_type="txt",
+            content_hash=hashlib.sha256(data).hexdigest(),
+            last_modified="2026-01-01T00:00:00+00:00",
+            markdown=old_text,
+        ),
+        chunks=[Chunk(chunk_index=0, text=old_text, token_count=12)],
+        model=embedded.json()["model"],
+        dim=embedded.json()["dim"],
+        vectors_b64=embedded.json()["vectors_b64"],
+    )
+    written = httpx.post(f"{cluster.index}/documents", json=old.model_dump(), timeout=60)
+    assert written.status_code == 200, written.text
+    [entry] = _manifest(cluster, "reconvert").values()
+    assert (entry["conversion"], entry["stale"]) == (0, True)
+
+    def pass_over() -> dict[str, Any]:
+        command = [sys.executable, "-m", "mcpvectordb_sync", str(folder)]
+        done = subprocess.run(
+            [*command, "--url", cluster.gateway, "--library", "reconvert", "--json"],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            cwd=REPO,
+        )
+        assert done.returncode == 0, done.stderr
+        return dict(json.loads(done.stdout))
+
+    first = pass_over()
+    assert (first["uploaded"], first["unchanged"], first["failed"]) == (1, 0, 0)
+    [entry] = _manifest(cluster, "reconvert").values()
+    assert (entry["conversion"], entry["stale"]) == (CONVERTER_REVISION, False)
+    assert entry["doc_id"] != written.json()["doc_id"]
+    got = httpx.get(f"{cluster.index}/documents/{entry['doc_id']}", timeout=30).json()
+    assert got["content"] == "Crème brûlée for the niño", got
+    second = pass_over()
+    assert (second["uploaded"], second["unchanged"]) == (0, 1)

@@ -189,7 +189,7 @@ async def test_an_invalid_upsert_is_a_400_that_says_what_is_wrong(http: httpx.As
 async def test_lookup_is_not_taken_for_a_doc_id(http: httpx.AsyncClient) -> None:
     response = await http.get("/documents/lookup", params={"library": "x", "source": "y"})
     assert response.status_code == 200
-    assert response.json() == {"document": None}
+    assert response.json() == {"document": None, "conversion": 0}
 
 
 async def test_oversized_bodies_get_413(http: httpx.AsyncClient) -> None:

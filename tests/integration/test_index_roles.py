@@ -23,7 +23,7 @@ from libs.vectors import encode
 from services.index.app import create_app
 from services.index.core import IndexCore
 from services.index.settings import IndexSettings
-from tests.index_helpers import unit_vectors, upsert_request
+from tests.index_helpers import unit_vectors, upsert_request, write_old_store
 
 pytestmark = pytest.mark.integration
 
@@ -215,3 +215,24 @@ async def test_a_reader_probes_the_vector_index_the_writer_builds(tmp_path: Path
     finally:
         await reader.aclose()
         await writer.aclose()
+
+
+async def test_a_reader_waits_for_the_writer_to_upgrade_an_older_store(tmp_path: Path) -> None:
+    """A store from an older release lacks this release's columns: a reader serves nothing
+    from it, and writes nothing to it, until the writer has added them."""
+    uri = tmp_path / "lancedb"
+    write_old_store(str(uri))
+    before = files_of(uri)
+    async with service(settings_for(uri, "reader")) as (_, reader):
+        assert (await reader.lookup("default", "old.md")).document is None
+        assert (await reader.list_sources("default")).sources == []
+        assert files_of(uri) == before
+        async with service(settings_for(uri, "writer")) as (_, writer):
+            assert (await writer.lookup("default", "old.md")).conversion == 0
+
+            async def sees_it() -> bool:
+                return (await reader.lookup("default", "old.md")).document is not None
+
+            await until(sees_it)
+            [entry] = (await reader.list_sources("default")).sources
+            assert (entry.source, entry.stale) == ("old.md", True)

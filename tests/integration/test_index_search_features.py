@@ -6,20 +6,17 @@ store written before the metadata filter columns existed."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import httpx
-import lancedb
-import pyarrow as pa
 import pytest
-from lancedb.index import BTree
 
 from libs.clients import IndexClient
 from libs.contracts import IndexSearchRequest, SearchHit, SearchMode
 from libs.errors import InvalidInputError, NotFoundError
+from libs.formats import CONVERTER_REVISION
 from libs.http import RetryPolicy
 from libs.modelfiles import count_tokens
 from libs.vectors import encode
@@ -27,8 +24,7 @@ from services.index.app import create_app
 from services.index.core import IndexCore
 from services.index.settings import IndexSettings
 from services.index.store import IndexStore
-from services.index.store.schema import DOCUMENTS_SCHEMA, FTS_CONFIG
-from tests.index_helpers import DIM, MODEL, unit_vectors, upsert_request
+from tests.index_helpers import unit_vectors, upsert_request, write_old_store
 
 pytestmark = pytest.mark.integration
 
@@ -464,66 +460,6 @@ async def test_the_new_parameters_cross_the_wire(tmp_path: Path) -> None:
 
 # ------------------------------------------------------------- stores from before 0.5.0
 
-OLD_CHUNK_FIELDS = [
-    ("chunk_id", pa.string()),
-    ("doc_id", pa.string()),
-    ("source", pa.string()),
-    ("library", pa.string()),
-    ("title", pa.string()),
-    ("file_type", pa.string()),
-    ("last_modified", pa.string()),
-    ("page", pa.int32()),
-    ("chunk_index", pa.int32()),
-    ("content", pa.string()),
-    ("headings", pa.list_(pa.string())),
-    ("metadata", pa.string()),
-    ("vector", pa.list_(pa.float32(), DIM)),
-]
-
-
-def write_old_store(uri: str) -> None:
-    """A store as 0.4.0 wrote it: no token_count, meta_json or meta_list columns."""
-    db = lancedb.connect(uri)
-    db.create_table(
-        "meta",
-        data=pa.table({"key": ["model", "dim", "schema"], "value": [MODEL, str(DIM), "1"]}),
-    )
-    metadata = json.dumps({"author": "Alice", "tags": ["old"]})
-    document = {
-        "doc_id": "old-doc",
-        "source": "old.md",
-        "library": "default",
-        "title": "Old",
-        "file_type": "md",
-        "content_hash": "h",
-        "created_at": "2025-01-01T00:00:00+00:00",
-        "last_modified": "",
-        "metadata": metadata,
-        "chunk_count": 2,
-        "markdown": "walrus from before\n\nsecond walrus",
-        "state": "live",
-    }
-    db.create_table("documents", data=pa.Table.from_pylist([document], schema=DOCUMENTS_SCHEMA))
-    vectors = unit_vectors(2, 3)
-    chunks = {
-        "chunk_id": ["old-doc:0", "old-doc:1"],
-        "doc_id": ["old-doc"] * 2,
-        "source": ["old.md"] * 2,
-        "library": ["default"] * 2,
-        "title": ["Old"] * 2,
-        "file_type": ["md"] * 2,
-        "last_modified": [""] * 2,
-        "page": [0, 0],
-        "chunk_index": [0, 1],
-        "content": ["walrus from before", "second walrus"],
-        "headings": [[], []],
-        "metadata": [metadata] * 2,
-        "vector": pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), DIM),
-    }
-    table = db.create_table("chunks", data=pa.table(chunks, schema=pa.schema(OLD_CHUNK_FIELDS)))
-    table.create_index("content", config=FTS_CONFIG)
-    table.create_index("doc_id", config=BTree())
-
 
 async def test_a_store_from_before_the_filter_columns_is_upgraded_on_open(
     tmp_path: Path,
@@ -546,6 +482,13 @@ async def test_a_store_from_before_the_filter_columns_is_upgraded_on_open(
         )
         hits = await core.search(query("walrus", top_k=10, filter={"metadata.author": "Alice"}))
         assert {h.source for h in hits.results} == {"old.md", "new.md"}
+        # The old document's converter revision was never recorded: stale, made anew when
+        # its bytes come again; the new one's is this release's.
+        old, new = await core.lookup("default", "old.md"), await core.lookup("default", "new.md")
+        assert (old.conversion, old.current) == (0, False)
+        assert (new.conversion, new.current) == (CONVERTER_REVISION, True)
+        manifest = (await core.list_sources("default", "", None, 10)).sources
+        assert [(e.source, e.stale) for e in manifest] == [("new.md", False), ("old.md", True)]
 
     # Opening again finds nothing left to upgrade and keeps the data.
     store = IndexStore(IndexSettings(lancedb_uri=uri))
@@ -565,6 +508,9 @@ async def test_a_store_from_before_the_filter_columns_is_upgraded_on_open(
             )
         )
         assert chunks.count_rows() == 3
+        documents = store.state.documents
+        assert documents is not None and documents.schema.names[-1] == "conversion"
+        assert documents.count_rows("conversion IS NULL") == 1
         names = chunks.schema.names
         assert names[-5:] == ["token_count", "meta_json", "meta_list", "start_line", "end_line"]
         # Where an old chunk lay in its Markdown was never recorded: 0, unknown.

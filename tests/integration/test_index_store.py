@@ -495,7 +495,7 @@ async def test_a_failed_reingest_leaves_the_old_version(tmp_path: Path) -> None:
     with pytest.raises(StoreError, match="previous version"):
         failing.upsert(upsert_request("a.md", ["replacement words"], seed=1))
     assert pending_rows(tmp_path) == 0
-    found = failing.lookup("default", "a.md")
+    found = failing.lookup("default", "a.md").document
     assert found is not None
     assert failing.get(found.doc_id).content == "original words"
     hits = (await failing.search(bm25("words"))).results
@@ -511,7 +511,7 @@ async def test_an_unpublished_version_is_finished_by_the_next_write(tmp_path: Pa
     store.upsert(upsert_request("b.md", ["unrelated"], seed=2))
     documents = (await store.list_documents(None, 10, 0)).documents
     assert sorted(d.source for d in documents) == ["a.md", "b.md"]
-    found = store.lookup("default", "a.md")
+    found = store.lookup("default", "a.md").document
     assert found is not None and store.get(found.doc_id).content == "replacement words"
     assert pending_rows(tmp_path) == 0
 

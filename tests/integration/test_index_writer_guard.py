@@ -41,7 +41,7 @@ def assert_complete(store: IndexStore, sources: dict[str, str]) -> None:
     """Each source is live as the given doc_id with all its chunks, and the store holds
     no document without chunks and no chunk without a document."""
     for source, doc_id in sources.items():
-        found = store.lookup("default", source)
+        found = store.lookup("default", source).document
         assert found is not None and found.doc_id == doc_id, (source, found)
         got = store.get(doc_id, chunk_index=0, context=10)
         assert len(got.chunks or []) == found.chunk_count > 0
@@ -74,7 +74,7 @@ def test_a_second_writer_is_refused_and_nothing_is_lost(tmp_path: Path) -> None:
     assert not second.optimize_due()
     assert "WRITES REFUSED" in second.ping() and "WRITES REFUSED" not in first.ping()
     assert second.get(two.doc_id).chunk_count == 1
-    assert second.lookup("default", "three.md") is None
+    assert second.lookup("default", "three.md").document is None
 
     # The first writer never saw a foreign commit: it goes on, maintenance included.
     five = first.upsert(upsert_request("five.md", ["five words"], seed=5))

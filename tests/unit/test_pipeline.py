@@ -11,6 +11,7 @@ from pydantic import ValidationError
 
 from libs.contracts import EmbedKind, FolderIngestResult, IngestFolderInput
 from libs.errors import ConversionError, InvalidInputError, UnsupportedFormatError, UpstreamError
+from libs.formats import CONVERTER_REVISION
 from libs.vectors import Matrix
 from services.gateway.folders import FolderIngest
 from services.gateway.library import upload_name
@@ -46,6 +47,27 @@ async def test_same_content_is_skipped_without_conversion(
     assert again.status == "skipped"
     assert again.doc_id == first.doc_id
     assert (converter.calls, embedder.texts) == (calls, texts)
+
+
+async def test_same_content_made_by_an_older_converter_is_converted_again(
+    pipeline: Pipeline, parts: tuple[FakeConverter, FakeEmbedder, FakeIndex]
+) -> None:
+    converter, _, index = parts
+    first = await pipeline.ingest_bytes(b"alpha\n\nbeta", "a.md", "a.md", "default", None)
+    assert index.conversions[first.doc_id] == CONVERTER_REVISION
+    # As an earlier release left it: the same bytes, made before the revision was recorded.
+    index.conversions[first.doc_id] = 0
+    calls = converter.calls
+    again = await pipeline.ingest_bytes(b"alpha\n\nbeta", "a.md", "a.md", "default", None)
+    assert again.status == "replaced" and again.doc_id != first.doc_id
+    assert converter.calls == calls + 1 and len(index.docs) == 1
+    assert index.conversions[again.doc_id] == CONVERTER_REVISION
+    # Made by this release now: the next time it is skipped, and so is a newer revision's.
+    third = await pipeline.ingest_bytes(b"alpha\n\nbeta", "a.md", "a.md", "default", None)
+    assert third.status == "skipped" and third.doc_id == again.doc_id
+    index.conversions[again.doc_id] = CONVERTER_REVISION + 1
+    fourth = await pipeline.ingest_bytes(b"alpha\n\nbeta", "a.md", "a.md", "default", None)
+    assert fourth.status == "skipped" and converter.calls == calls + 1
 
 
 async def test_changed_content_replaces(pipeline: Pipeline, parts) -> None:  # type: ignore[no-untyped-def]

@@ -36,13 +36,13 @@ from collections.abc import Callable
 
 from libs.contracts import (
     DeleteResult,
-    DocumentInfo,
     GetDocumentResult,
     IndexInfo,
     IndexSearchRequest,
     JobRecord,
     ListDocumentsResult,
     ListLibrariesResult,
+    LookupResponse,
     SearchResult,
     SourceList,
     UpsertRequest,
@@ -118,7 +118,7 @@ class IndexStore:
 
     # ----------------------------------------------------- blocking (worker threads)
 
-    def lookup(self, library: str, source: str) -> DocumentInfo | None:
+    def lookup(self, library: str, source: str) -> LookupResponse:
         return reads.lookup(self.state, library, source)
 
     def get(

@@ -14,12 +14,12 @@ from lancedb.table import AsyncTable, Table
 
 from libs.contracts import (
     DocumentChunk,
-    DocumentInfo,
     GetDocumentResult,
     IndexInfo,
     LibraryInfo,
     ListDocumentsResult,
     ListLibrariesResult,
+    LookupResponse,
     SourceEntry,
     SourceList,
     encode_cursor,
@@ -43,23 +43,23 @@ from services.index.store.state import StoreState
 from services.index.store.tables import tables, tables_async
 
 
-def lookup(state: StoreState, library: str, source: str) -> DocumentInfo | None:
-    """The live document at (library, source), if any."""
+def lookup(state: StoreState, library: str, source: str) -> LookupResponse:
+    """The live document at (library, source), if any, and its converter revision."""
     documents, _ = tables(state)
     if documents is None:
-        return None
+        return LookupResponse()
     rows = (
         documents.search()
         .where(f"{LIVE_ONLY} AND {key_filter(library, source)}")
-        .select(DOCUMENT_INFO_COLUMNS)
+        .select([*DOCUMENT_INFO_COLUMNS, "conversion"])
         .limit(None)
         .to_arrow()
         .to_pylist()
     )
     if not rows:
-        return None
+        return LookupResponse()
     newest = max(rows, key=lambda r: (r["created_at"], r["doc_id"]))
-    return document_info(newest)
+    return LookupResponse(document=document_info(newest), conversion=newest["conversion"] or 0)
 
 
 def get(
@@ -205,6 +205,7 @@ async def list_sources(
                 chunk_count=row["chunk_count"],
                 file_type=row["file_type"] or "",
                 last_modified=row["last_modified"] or "",
+                conversion=row["conversion"] or 0,
             )
             for row in rows[:limit]
         ]

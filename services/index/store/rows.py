@@ -56,6 +56,7 @@ def document_row(request: UpsertRequest, doc_id: str, metadata: str) -> pa.Table
                 "chunk_count": len(request.chunks),
                 "markdown": document.markdown,
                 "state": PENDING,
+                "conversion": document.conversion,
             }
         ],
         schema=DOCUMENTS_SCHEMA,

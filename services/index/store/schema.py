@@ -2,7 +2,9 @@
 and the SQL that picks out a document's rows.
 
 - `documents`: one row per document version, `state` 'pending' (being written, invisible to
-  list/get/lookup) or 'live'. Holds the Markdown exactly as converted.
+  list/get/lookup) or 'live'. Holds the Markdown exactly as converted, and the converter
+  revision that made it (`conversion`; a table from before it gets the column on open,
+  `tables.upgrade_documents`).
 - `chunks`: the searchable pieces with their vectors, full-text indexed on `content`; each row
   repeats the document fields that search results and filters need, so a search never joins:
   besides the metadata as JSON text, `meta_json` and `meta_list` hold it in the shapes that
@@ -31,6 +33,13 @@ PENDING = "pending"
 LIVE = "live"
 LIVE_ONLY = equals("state", LIVE)
 
+# Columns added after the first release, last in the schema: `add_columns` appends, so new
+# and upgraded tables keep one column order; NULL in the rows of an older table.
+ADDED_DOCUMENT_FIELDS = [
+    # The converter revision that made the row's Markdown (`libs.formats`); NULL: unknown.
+    pa.field("conversion", pa.int32()),
+]
+
 DOCUMENTS_SCHEMA = pa.schema(
     [
         ("doc_id", pa.string()),
@@ -45,14 +54,14 @@ DOCUMENTS_SCHEMA = pa.schema(
         ("chunk_count", pa.int32()),
         ("markdown", pa.large_string()),
         ("state", pa.string()),
+        *ADDED_DOCUMENT_FIELDS,
     ]
 )
 
 META_SCHEMA = pa.schema([("key", pa.string()), ("value", pa.string())])
 
-# Columns added after the first release, last in the schema: `add_columns` appends, so new
-# and upgraded tables keep one column order. NULL in the rows of an older table until
-# `tables.upgrade_chunks` fills them.
+# The same for chunks, NULL in the rows of an older table until `tables.upgrade_chunks`
+# fills them.
 ADDED_CHUNK_FIELDS = [
     pa.field("token_count", pa.int32()),
     pa.field(META_JSON, pa.json_(pa.utf8())),
@@ -112,6 +121,7 @@ SOURCE_COLUMNS = [
     "chunk_count",
     "file_type",
     "last_modified",
+    "conversion",
 ]
 BY_SOURCE = [ColumnOrdering(column_name="source", ascending=True)]
 

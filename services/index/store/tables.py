@@ -1,4 +1,4 @@
-"""Opening and creating the tables, and bringing an older chunks table up to this release.
+"""Opening and creating the tables, and bringing older tables up to this release.
 
 Opening is blocking work (listing tables, upgrading, building the text indexes, loading the
 search indexes into the cache) and never runs on an event loop: the store is built in a
@@ -25,6 +25,7 @@ from services.index.store import ann, meta
 from services.index.store.rows import load_metadata
 from services.index.store.schema import (
     ADDED_CHUNK_FIELDS,
+    ADDED_DOCUMENT_FIELDS,
     CHUNKS,
     DOCUMENTS,
     DOCUMENTS_SCHEMA,
@@ -55,12 +56,18 @@ def open_tables(state: StoreState) -> None:
         if state.stamp is None and META in names:
             state.stamp = meta.read_stamp(state.db)
         if state.documents is None and DOCUMENTS in names:
-            state.documents = state.db.open_table(DOCUMENTS)
-            warm_hit_documents(state, state.documents)
+            documents = state.db.open_table(DOCUMENTS)
+            if state.read_only:
+                if not _ready("documents", documents, ADDED_DOCUMENT_FIELDS, []):
+                    return
+            else:
+                upgrade_documents(documents)
+            warm_hit_documents(state, documents)
+            state.documents = documents
         if state.chunks is None and CHUNKS in names:
             chunks = state.db.open_table(CHUNKS)
             if state.read_only:
-                if not _ready_to_read(chunks):
+                if not _ready("chunks", chunks, ADDED_CHUNK_FIELDS, ["content", "doc_id"]):
                     return
             else:
                 upgrade_chunks(chunks)
@@ -90,15 +97,16 @@ def warm_hit_documents(state: StoreState, documents: Table) -> None:
     state.hit_documents.remember(found.to_pylist())
 
 
-def _ready_to_read(chunks: Table) -> bool:
-    """Whether the writer has given the chunks table this release's columns and indexes."""
-    names = set(chunks.schema.names)
-    present = {tuple(index.columns) for index in chunks.list_indices()}
-    missing = [f.name for f in ADDED_CHUNK_FIELDS if f.name not in names]
-    missing += [column for column in ("content", "doc_id") if (column,) not in present]
+def _ready(name: str, table: Table, fields: list[pa.Field], indexed: list[str]) -> bool:
+    """Whether the writer has given the table this release's columns and indexes."""
+    names = set(table.schema.names)
+    missing = [f.name for f in fields if f.name not in names]
+    if indexed:
+        present = {tuple(index.columns) for index in table.list_indices()}
+        missing += [column for column in indexed if (column,) not in present]
     if missing:
         log.warning(
-            "the chunks table is not ready to read yet (the writer adds it); looking again",
+            f"the {name} table is not ready to read yet (the writer adds it); looking again",
             extra={"fields": {"missing": missing}},
         )
     return not missing
@@ -188,6 +196,19 @@ def ensure_chunk_indexes(chunks: Table) -> None:
         chunks.create_index("content", config=FTS_CONFIG)
     if ("doc_id",) not in present:
         chunks.create_index("doc_id", config=BTree())
+
+
+def upgrade_documents(documents: Table) -> None:
+    """Give a documents table from an older release the columns this one writes. One commit;
+    the old rows keep NULL (their converter revision was never recorded: 0, stale)."""
+    names = set(documents.schema.names)
+    missing = [field for field in ADDED_DOCUMENT_FIELDS if field.name not in names]
+    if missing:
+        documents.add_columns(missing)
+        log.warning(
+            "added the columns an older documents table lacked",
+            extra={"fields": {"columns": [f.name for f in missing]}},
+        )
 
 
 def upgrade_chunks(chunks: Table) -> None:
