@@ -23,7 +23,9 @@ SPEC_EXTENSIONS = (
 TEXT_EXTENSIONS = (
     ".markdown", ".mdx", ".text", ".rst", ".adoc", ".asciidoc", ".yaml", ".yml", ".toml",
 )  # fmt: skip
-EXTRA_EXTENSIONS = (".epub", ".ipynb", ".tsv", ".msg", ".eml", *TEXT_EXTENSIONS)
+# OpenDocument (LibreOffice) text, spreadsheets and presentations, and Rich Text Format.
+OFFICE_EXTENSIONS = (".odt", ".ods", ".odp", ".rtf")
+EXTRA_EXTENSIONS = (".epub", ".ipynb", ".tsv", ".msg", ".eml", *OFFICE_EXTENSIONS, *TEXT_EXTENSIONS)
 
 _OCR = (
     "reading text from images needs OCR, and no OCR engine is installed in the converter; "

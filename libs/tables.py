@@ -57,3 +57,20 @@ def tables_in(text: str) -> list[Table]:
         else:
             k += 1
     return found
+
+
+def markdown_table(rows: list[list[str]]) -> str:
+    """`rows` (the first is the header) as a pipe table in that shape, for the converters
+    that read tables themselves (OpenDocument, RTF). Rows are padded to the widest; a `|` in
+    a cell is escaped and a line break becomes a space, so each row stays one line."""
+    width = max((len(row) for row in rows), default=0)
+    if not width:
+        return ""
+
+    def line(cells: list[str]) -> str:
+        padded = [*cells, *[""] * (width - len(cells))]
+        return "| " + " | ".join(c.replace("|", "\\|").replace("\n", " ") for c in padded) + " |"
+
+    return "\n".join(
+        [line(rows[0]), "| " + " | ".join(["---"] * width) + " |", *map(line, rows[1:])]
+    )

@@ -14,7 +14,8 @@ from pathlib import PurePath, PureWindowsPath
 SUPPORTED_EXTENSIONS = frozenset(
     {".pdf", ".docx", ".pptx", ".xlsx", ".xls", ".html", ".htm", ".txt", ".md", ".csv",
      ".json", ".xml", ".zip", ".epub", ".ipynb", ".tsv", ".markdown", ".mdx", ".text", ".rst",
-     ".adoc", ".asciidoc", ".yaml", ".yml", ".toml", ".msg", ".eml"}
+     ".adoc", ".asciidoc", ".yaml", ".yml", ".toml", ".msg", ".eml", ".odt", ".ods", ".odp",
+     ".rtf"}
 )  # fmt: skip
 # What the gateway converts (libs.formats.CONVERTIBLE_EXTENSIONS; a test keeps them equal).
 

@@ -1,11 +1,13 @@
 """Bytes plus a file name in, Markdown with a title, a file type and page spans out.
 
 PDFs are read page by page with pypdfium2 (`pdf`); Markdown and plain text are their own
-Markdown, decoded here and nothing more; everything else goes through one MarkItDown
-instance. Text formats are decoded here first (`charset`: a BOM, UTF-8, else detection) and
-the charset is handed to markitdown, so a Shift-JIS CSV converts instead of failing a UTF-8
-decode. Slides and sheets keep their numbers as page spans: markitdown marks slides with
-`<!-- Slide number: N -->` and sheets with `## SheetName`.
+Markdown, decoded here and nothing more; ZIP archives, e-mail, OpenDocument and RTF files
+have readers of their own (`zipfiles`, `mail`, `opendocument`, `rtf`); everything else goes
+through one MarkItDown instance. Text formats are decoded here first (`charset`: a BOM,
+UTF-8, else detection) and the charset is handed to markitdown, so a Shift-JIS CSV converts
+instead of failing a UTF-8 decode. Slides and sheets keep their numbers as page spans:
+markitdown (and the OpenDocument reader) mark slides with `<!-- Slide number: N -->` and
+sheets with `## SheetName`.
 
 This module runs inside the worker processes (`worker`); nothing here touches the network or
 the filesystem.
@@ -16,6 +18,7 @@ from __future__ import annotations
 import io
 import re
 import unicodedata
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from markitdown import (
@@ -34,7 +37,9 @@ from services.converter.delimited import OWN_SEPARATOR, as_comma_separated, sepa
 from services.converter.formats import VERBATIM, Route, base_name, extension_of, route_for
 from services.converter.headings import first_heading, front_matter_title
 from services.converter.mail import mail_markdown
+from services.converter.opendocument import opendocument_markdown
 from services.converter.pdf import extract_pdf, sensible_title
+from services.converter.rtf import rtf_markdown
 from services.converter.zipfiles import archive_markdown
 
 _SLIDE_MARKER = re.compile(r"^<!-- Slide number: (\d+) -->[ \t]*$", re.MULTILINE)
@@ -49,6 +54,13 @@ _PAGE_SEPARATOR = "\n\n"
 # result (`_tidy`), after running its file-type model over the bytes: a fifth of the
 # converter's CPU on a folder of Markdown notes (docs/benchmarks.md, issue 19 goal 4).
 _LINE_END = re.compile(r"\r?\n")
+# The formats read here rather than by markitdown, which has no reader for them.
+OWN_READERS: dict[str, Callable[[bytes, str], tuple[str, str]]] = {
+    ".odt": opendocument_markdown,
+    ".ods": opendocument_markdown,
+    ".odp": opendocument_markdown,
+    ".rtf": rtf_markdown,
+}
 _BLANK_RUN = re.compile(r"\n{3,}")
 
 
@@ -100,6 +112,8 @@ class DocumentConverter:
                 document = self._table_document(data, name, ext)
             elif route is Route.MAIL:
                 document = self._mail_document(data, name)
+            elif ext in OWN_READERS:
+                document = self._own_document(data, name, ext, route)
             else:
                 document = self._markitdown_document(data, name, ext, route)
         if not has_text(document.markdown):
@@ -155,6 +169,20 @@ class DocumentConverter:
         markdown = normalise_text(markdown)
         title = sensible_title(subject) or _file_stem(name)
         return Document(markdown, title, "eml", 0, [PageSpan(0, 0, len(markdown))])
+
+    def _own_document(self, data: bytes, name: str, ext: str, route: Route) -> Document:
+        """A format this service reads itself (OpenDocument, RTF), in markitdown's shapes:
+        sheets under `## name`, slides after their number marker, so pages come alike."""
+        markdown, title = OWN_READERS[ext](data, name)
+        markdown = normalise_text(markdown)
+        pages, page_count = _page_spans(markdown, route)
+        return Document(
+            markdown=markdown,
+            title=self._title(title, markdown, name, route),
+            file_type=ext.lstrip("."),
+            page_count=page_count,
+            pages=pages,
+        )
 
     def _table_document(self, data: bytes, name: str, ext: str) -> Document:
         """A delimited table in whatever separator it was written with (`delimited`)."""

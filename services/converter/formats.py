@@ -44,6 +44,10 @@ ROUTES: dict[str, Route] = {
     ".xml": Route.TEXT,
     ".ipynb": Route.TEXT,
     ".zip": Route.ARCHIVE,
+    ".odt": Route.DOCUMENT,  # OpenDocument, read by `opendocument`
+    ".ods": Route.SHEETS,
+    ".odp": Route.SLIDES,
+    ".rtf": Route.DOCUMENT,  # Rich Text Format, read by `rtf`
     **{ext: Route.TEXT for ext in TEXT_EXTENSIONS},
 }
 # Text that is its own Markdown, decoded and nothing more (`convert`); Markdown, plain text

@@ -189,6 +189,13 @@ _CONTENT_TYPES = {
     "application/vnd.ms-excel": ".xls",
     "application/zip": ".zip",
     "application/epub+zip": ".epub",
+    "application/vnd.oasis.opendocument.text": ".odt",
+    "application/vnd.oasis.opendocument.spreadsheet": ".ods",
+    "application/vnd.oasis.opendocument.presentation": ".odp",
+    "application/rtf": ".rtf",
+    "text/rtf": ".rtf",
+    "message/rfc822": ".eml",
+    "application/vnd.ms-outlook": ".msg",
 }
 _TEXT = frozenset({".html", ".txt", ".md", ".csv", ".tsv", ".json", ".xml"})
 

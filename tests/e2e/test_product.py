@@ -367,3 +367,36 @@ def test_cli_in_process_then_stdio_server(offline_env: dict[str, str], tmp_path:
             assert info.structured_content["transport"] == "stdio"
 
     asyncio.run(go())
+
+
+def test_opendocument_and_rtf_uploads_are_found_on_their_pages(cluster: Cluster) -> None:
+    """LibreOffice files through `/upload`, found by an MCP client: a slide's speaker notes on
+    that slide's page, an RTF footnote, an OpenDocument sheet on its sheet's page."""
+    office = REPO / "tests" / "data" / "office"
+    for name in ("slides.odp", "report.rtf", "sheets.ods"):
+        response = httpx.post(
+            cluster.gateway + "/upload",
+            files={"file": (f"C:\\Users\\alex\\Documents\\{name}", (office / name).read_bytes())},
+            data={"library": "office"},
+            timeout=120,
+        )
+        assert response.status_code == 200, response.text
+        assert response.json()["status"] == "indexed", response.text
+
+    async def go() -> None:
+        async with sse_tools(cluster.gateway + "/sse") as tools:
+            notes = await tools.call("search", query="Lyon lease signing", library="office")
+            top = notes["results"][0]
+            assert (top["source"], top["page"], top["file_type"]) == ("slides.odp", 2, "odp")
+            assert "Mention the Lyon lease signing date." in top["content"]
+            ferry = await tools.call("search", query="Meersburg ferry count", library="office")
+            top = ferry["results"][0]
+            assert (top["source"], top["title"]) == (
+                "report.rtf",
+                "Field report: Lake Constance survey",
+            )
+            sheet = await tools.call("search", query="ColA ColB affc7dad", library="office")
+            top = sheet["results"][0]
+            assert (top["source"], top["page"]) == ("sheets.ods", 2)
+
+    asyncio.run(go())

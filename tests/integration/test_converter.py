@@ -270,7 +270,7 @@ async def test_scanned_pdf_is_no_text_with_a_hint(client: httpx.AsyncClient) -> 
     ("name", "data", "status", "code", "words"),
     [
         ("random.bin", None, 422, "unsupported_format", (".pdf", ".docx", ".zip")),
-        ("letter.rtf", b"{\\rtf1\\ansi Dear reader}", 422, "unsupported_format", ("'.rtf' files",)),
+        ("notes.pages", b"PK\x03\x04", 422, "unsupported_format", ("'.pages' files",)),
         (
             "broken.msg",
             b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + bytes(600),

@@ -214,3 +214,33 @@ async def test_a_text_body_is_handed_on_in_utf8_by_the_charset_its_server_names(
     with http_server(lambda h: _send(h, body, content_type)) as (port, _):
         policy = UrlPolicy([f"127.0.0.1:{port}"])
         assert await fetch(client, f"http://127.0.0.1:{port}/page", policy) == expected
+
+
+@pytest.mark.parametrize(
+    ("content_type", "name"),
+    [
+        ("application/vnd.oasis.opendocument.text", "download.odt"),
+        ("application/vnd.oasis.opendocument.spreadsheet", "download.ods"),
+        ("application/vnd.oasis.opendocument.presentation", "download.odp"),
+        ("text/rtf; charset=windows-1252", "download.rtf"),
+        ("application/rtf", "download.rtf"),
+        ("message/rfc822", "download.eml"),
+    ],
+)
+async def test_a_page_without_extension_is_named_by_its_content_type(
+    client: httpx.AsyncClient, content_type: str, name: str
+) -> None:
+    """The converter picks its reader by extension; a download URL without one gets it from
+    the Content-Type. RTF is passed on as it came: its own header names its code page."""
+    body = b"{\\rtf1\\ansi\\ansicpg1252 cr\xe8me\\par}"
+    with http_server(lambda h: _send(h, body, content_type)) as (port, _):
+        policy = UrlPolicy([f"127.0.0.1:{port}"])
+        fetched = await fetch_url(
+            client,
+            f"http://127.0.0.1:{port}/download",
+            policy,
+            max_bytes=10_000,
+            max_redirects=3,
+            timeout_s=10,
+        )
+    assert (fetched.filename, fetched.data) == (name, body)

@@ -1,0 +1,170 @@
+"""OpenDocument (`.odt`, `.ods`, `.odp`) and RTF files as LibreOffice writes them
+(tests/data/office, see its README), through the converter: the Markdown of each, titles from
+the document's metadata, sheets and slides as pages; and files that are not what their name
+says, refused with what to do."""
+
+from __future__ import annotations
+
+import io
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from libs.errors import ConversionError, NoTextError
+from services.converter.archive import ArchiveLimits
+from services.converter.convert import DocumentConverter
+
+OFFICE = Path(__file__).resolve().parents[1] / "data" / "office"
+
+NOTES = """# Carnet de recettes
+
+Une crème brûlée pour le niño, façon « grand-mère » — avec des œufs frais.
+
+## Ingrédients
+
+- 500 ml de crème entière
+- 6 jaunes d’œufs
+- 100 g de sucre
+
+## Étapes
+
+1. Préchauffer le four à 150 °C.
+2. Fouetter les jaunes avec le sucre.
+
+Voir [l’article](https://fr.wikipedia.org/wiki/Crème_brûlée) pour l’histoire.
+
+## Tableau des temps
+
+| Étape | Durée | Température |
+| --- | --- | --- |
+| Cuisson | 45 min | 150 °C |
+| Repos | 4 h | 4 °C |
+
+### Notes en d’autres langues
+
+Русский: крем-брюле. 日本語: クレームブリュレ. Ελληνικά: κρεμ μπρουλέ."""
+
+FINDINGS = """# Findings
+
+1. Nesting sites moved east
+   1. mostly near Hagnau
+   2. a few near Immenstaad
+2. Reed beds recovered after the 2024 flood
+
+## Counts by site
+"""
+
+
+@pytest.fixture(scope="module")
+def converter() -> DocumentConverter:
+    return DocumentConverter(ArchiveLimits(100, 50_000_000, 2))
+
+
+def convert(converter: DocumentConverter, name: str):  # type: ignore[no-untyped-def]
+    return converter.convert((OFFICE / name).read_bytes(), name)
+
+
+@pytest.mark.parametrize("name", ["notes.odt", "notes.rtf"])
+def test_a_text_document_in_either_format(converter: DocumentConverter, name: str) -> None:
+    """Headings (the title paragraph too), lists, a link, a table, accents and three scripts:
+    the same Markdown from the OpenDocument file and from the RTF that LibreOffice wrote."""
+    document = convert(converter, name)
+    assert document.markdown == NOTES
+    assert document.title == "Carnet de recettes"
+    assert document.file_type == name.rsplit(".", 1)[1]
+    assert document.page_count == 0
+
+
+@pytest.mark.parametrize("name", ["report.odt", "report.rtf"])
+def test_footnotes_text_boxes_and_what_is_left_out(converter: DocumentConverter, name: str) -> None:
+    document = convert(converter, name)
+    markdown = document.markdown
+    assert document.title == "Field report: Lake Constance survey"  # meta.xml / \info\title
+    assert markdown.startswith("# Summary\n\nThe survey counted 412 great crested grebes[^1]")
+    assert markdown.endswith("[^1]: Counted from the Meersburg ferry on 3 May.")
+    assert "Sidebar: water temperature was 14 °C at 2 m depth." in markdown
+    assert FINDINGS in markdown
+    assert "Hagnau" in markdown and "Immenstaad 97" in markdown.replace("\t", " ")
+    # The table of contents repeats the headings, a comment is not the text.
+    assert "Contents" not in markdown and "Summary 1" not in markdown
+    assert "Check this number" not in markdown
+
+
+def test_sheets_are_pages(converter: DocumentConverter) -> None:
+    """Each sheet under its name, one table, as markitdown gives .xlsx; the 16,384 repeated
+    empty columns and million empty rows a sheet ends with are not written out."""
+    document = convert(converter, "sheets.ods")
+    markdown = document.markdown
+    assert document.page_count == 2 and [p.page for p in document.pages] == [1, 2]
+    assert markdown.startswith(
+        "## Sheet1\n| Alpha | Beta | Gamma | Delta |\n| --- | --- | --- | --- |\n"
+        "| 89 | 82 | 100 | 12 |"
+    )
+    assert "## 09060124-b5e7-4717-9d07-3c046eb\n| ColA | ColB | ColC | ColD |" in markdown
+    assert "| 13 | 14 | 15 | affc7dad-52dc-4b98-9b5d-51e65d8a8ad0 |" in markdown
+    assert max(len(line) for line in markdown.splitlines()) < 80
+    assert document.title == "sheets"  # a sheet's heading is not the document's title
+    first = document.pages[0]
+    assert markdown[first.start : first.end].startswith("## Sheet1")
+
+
+def test_slides_are_pages_with_their_notes(converter: DocumentConverter) -> None:
+    document = convert(converter, "slides.odp")
+    markdown = document.markdown
+    assert document.page_count == 3 and [p.page for p in document.pages] == [1, 2, 3]
+    assert document.title == "Quarterly review"
+    second = markdown[document.pages[1].start : document.pages[1].end].strip()
+    assert second == (
+        "# Highlights\n\n- Revenue up 12 %\n- Churn down to 3 %\n  - Enterprise renewals\n"
+        "- New office in Lyon\n\n### Notes:\n\nMention the Lyon lease signing date."
+    )
+    third = markdown[document.pages[2].start :]
+    assert "| Region | Revenue | Growth |\n| --- | --- | --- |\n| EMEA | 4.2 M€ | +9 % |" in third
+
+
+def _zip(members: dict[str, bytes]) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        for name, data in members.items():
+            archive.writestr(name, data)
+    return buffer.getvalue()
+
+
+def test_files_that_are_not_what_their_name_says(converter: DocumentConverter) -> None:
+    with pytest.raises(ConversionError, match="not a readable OpenDocument file"):
+        converter.convert(b"plain text, not a zip", "fake.odt")
+    with pytest.raises(ConversionError, match=r"no content\.xml with a body"):
+        converter.convert(_zip({"mimetype": b"application/zip"}), "other.ods")
+    with pytest.raises(ConversionError, match=r"content\.xml is not well-formed XML"):
+        converter.convert(_zip({"content.xml": b"<office:document-content"}), "broken.odp")
+    with pytest.raises(ConversionError, match="not an RTF document; check that it opens"):
+        converter.convert((OFFICE / "notes.odt").read_bytes(), "renamed.rtf")
+
+
+def test_entities_and_passwords_are_refused(converter: DocumentConverter) -> None:
+    bomb = (
+        b'<?xml version="1.0"?><!DOCTYPE d [<!ENTITY a "aaaaaaaaaa">'
+        b'<!ENTITY b "&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;">]><d>&b;</d>'
+    )
+    with pytest.raises(ConversionError, match="not well-formed XML"):
+        converter.convert(_zip({"content.xml": bomb}), "entities.odt")
+    manifest = (
+        b'<manifest:manifest xmlns:manifest="urn:oasis:names:tc:opendocument:xmlns:manifest:1.0">'
+        b'<manifest:file-entry manifest:full-path="content.xml"><manifest:encryption-data/>'
+        b"</manifest:file-entry></manifest:manifest>"
+    )
+    encrypted = _zip({"META-INF/manifest.xml": manifest, "content.xml": b"\x8f\x02\xee"})
+    with pytest.raises(ConversionError, match="password-protected; open it, save a copy"):
+        converter.convert(encrypted, "secret.odt")
+
+
+def test_a_document_without_text(converter: DocumentConverter) -> None:
+    empty = (
+        b'<office:document-content xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0">'
+        b"<office:body><office:text/></office:body></office:document-content>"
+    )
+    with pytest.raises(NoTextError):
+        converter.convert(_zip({"content.xml": empty}), "blank.odt")
+    with pytest.raises(NoTextError):
+        converter.convert(b"{\\rtf1\\ansi{\\fonttbl{\\f0 Arial;}}\\par}", "blank.rtf")
