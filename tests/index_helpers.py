@@ -15,7 +15,13 @@ from lancedb.index import BTree
 from libs.contracts import Chunk, NewDocument, UpsertRequest
 from libs.formats import CONVERTER_REVISION
 from libs.vectors import Matrix, encode
-from services.index.store.schema import DOCUMENTS_SCHEMA, FTS_CONFIG
+from services.index.store.schema import (
+    ADDED_CHUNK_FIELDS,
+    ADDED_DOCUMENT_FIELDS,
+    DOCUMENTS_SCHEMA,
+    FTS_CONFIG,
+    chunks_schema,
+)
 
 DIM = 384
 MODEL = "test/minilm"
@@ -84,21 +90,8 @@ def upsert_request(
 
 # ------------------------------------------------------------- stores from before 0.5.0
 
-OLD_CHUNK_FIELDS = [
-    ("chunk_id", pa.string()),
-    ("doc_id", pa.string()),
-    ("source", pa.string()),
-    ("library", pa.string()),
-    ("title", pa.string()),
-    ("file_type", pa.string()),
-    ("last_modified", pa.string()),
-    ("page", pa.int32()),
-    ("chunk_index", pa.int32()),
-    ("content", pa.string()),
-    ("headings", pa.list_(pa.string())),
-    ("metadata", pa.string()),
-    ("vector", pa.list_(pa.float32(), DIM)),
-]
+# The chunks columns of 0.4.0: this release's, less those added since.
+OLD_CHUNK_FIELDS = [f for f in chunks_schema(DIM) if f not in ADDED_CHUNK_FIELDS]
 
 
 def write_old_store(uri: str) -> None:
@@ -124,7 +117,7 @@ def write_old_store(uri: str) -> None:
         "markdown": "walrus from before\n\nsecond walrus",
         "state": "live",
     }
-    old_documents = pa.schema([f for f in DOCUMENTS_SCHEMA if f.name != "conversion"])
+    old_documents = pa.schema([f for f in DOCUMENTS_SCHEMA if f not in ADDED_DOCUMENT_FIELDS])
     db.create_table("documents", data=pa.Table.from_pylist([document], schema=old_documents))
     vectors = unit_vectors(2, 3)
     chunks = {

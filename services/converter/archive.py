@@ -43,7 +43,8 @@ def check_archive(data: bytes, name: str, limits: ArchiveLimits, *, nested: bool
     _check(data, name, limits, nested=nested, depth=1, tally=_Tally())
 
 
-def _open(data: bytes, name: str) -> zipfile.ZipFile:
+def open_zip(data: bytes, name: str) -> zipfile.ZipFile:
+    """`data` as a ZIP file; ConversionError naming `name` if it is not one."""
     try:
         return zipfile.ZipFile(io.BytesIO(data))
     except (zipfile.BadZipFile, OSError, ValueError) as exc:
@@ -56,7 +57,7 @@ def _open(data: bytes, name: str) -> zipfile.ZipFile:
 def _check(
     data: bytes, name: str, limits: ArchiveLimits, *, nested: bool, depth: int, tally: _Tally
 ) -> None:
-    with _open(data, name) as archive:
+    with open_zip(data, name) as archive:
         infos = archive.infolist()
         tally.entries += len(infos)
         tally.uncompressed += sum(info.file_size for info in infos)

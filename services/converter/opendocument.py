@@ -24,7 +24,6 @@ with what to do instead.
 
 from __future__ import annotations
 
-import io
 import re
 import zipfile
 from collections.abc import Iterable, Iterator
@@ -36,6 +35,7 @@ from defusedxml.ElementTree import ParseError, fromstring
 
 from libs.errors import ConversionError
 from libs.tables import markdown_table
+from services.converter.archive import open_zip
 
 _NS = {
     "office": "urn:oasis:names:tc:opendocument:xmlns:office:1.0",
@@ -81,7 +81,7 @@ _ROW_GROUPS = frozenset(
 
 def opendocument_markdown(data: bytes, name: str) -> tuple[str, str]:
     """The Markdown of the OpenDocument file `data` and its title ('' when it has none)."""
-    with _open(data, name) as archive:
+    with open_zip(data, name) as archive:
         _refuse_encrypted(archive, name)
         content = _xml(archive, "content.xml", name)
         styles = _xml(archive, "styles.xml", name)
@@ -103,16 +103,6 @@ def opendocument_markdown(data: bytes, name: str) -> tuple[str, str]:
         else:
             writer.blocks(kind)
     return writer.markdown(), title
-
-
-def _open(data: bytes, name: str) -> zipfile.ZipFile:
-    try:
-        return zipfile.ZipFile(io.BytesIO(data))
-    except (zipfile.BadZipFile, OSError, ValueError) as exc:
-        raise ConversionError(
-            f"could not convert '{name}': it is not a readable OpenDocument file ({exc}); "
-            "check that it opens in LibreOffice"
-        ) from exc
 
 
 def _refuse_encrypted(archive: zipfile.ZipFile, name: str) -> None:

@@ -132,7 +132,7 @@ def _zip(members: dict[str, bytes]) -> bytes:
 
 
 def test_files_that_are_not_what_their_name_says(converter: DocumentConverter) -> None:
-    with pytest.raises(ConversionError, match="not a readable OpenDocument file"):
+    with pytest.raises(ConversionError, match="not a readable ZIP container"):
         converter.convert(b"plain text, not a zip", "fake.odt")
     with pytest.raises(ConversionError, match=r"no content\.xml with a body"):
         converter.convert(_zip({"mimetype": b"application/zip"}), "other.ods")
