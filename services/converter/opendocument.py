@@ -95,13 +95,19 @@ def opendocument_markdown(data: bytes, name: str) -> tuple[str, str]:
     title_element = None if meta is None else meta.find(f".//{_q('dc:title')}")
     title = "" if title_element is None else "".join(title_element.itertext()).strip()
     writer = _Writer(_Styles([content, *([] if styles is None else [styles])]))
-    for kind in body:
-        if _is(kind, "office:spreadsheet"):
-            writer.sheets(kind)
-        elif _is(kind, "office:presentation") or _is(kind, "office:drawing"):
-            writer.slides(kind)
-        else:
-            writer.blocks(kind)
+    try:
+        for kind in body:
+            if _is(kind, "office:spreadsheet"):
+                writer.sheets(kind)
+            elif _is(kind, "office:presentation") or _is(kind, "office:drawing"):
+                writer.slides(kind)
+            else:
+                writer.blocks(kind)
+    except RecursionError:
+        raise ConversionError(
+            f"could not convert '{name}': its sections, lists or frames are nested hundreds "
+            "deep, which no editor writes; the file is damaged or made to break readers"
+        ) from None
     return writer.markdown(), title
 
 

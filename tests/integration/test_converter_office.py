@@ -142,6 +142,17 @@ def test_files_that_are_not_what_their_name_says(converter: DocumentConverter) -
         converter.convert((OFFICE / "notes.odt").read_bytes(), "renamed.rtf")
 
 
+def test_nesting_made_to_break_readers_is_refused(converter: DocumentConverter) -> None:
+    deep = "<text:section>" * 5000 + "<text:p>deep</text:p>" + "</text:section>" * 5000
+    content = (
+        '<office:document-content xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0"'
+        ' xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0"><office:body><office:text>'
+        f"{deep}</office:text></office:body></office:document-content>"
+    )
+    with pytest.raises(ConversionError, match="nested hundreds deep"):
+        converter.convert(_zip({"content.xml": content.encode()}), "deep.odt")
+
+
 def test_entities_and_passwords_are_refused(converter: DocumentConverter) -> None:
     bomb = (
         b'<?xml version="1.0"?><!DOCTYPE d [<!ENTITY a "aaaaaaaaaa">'
