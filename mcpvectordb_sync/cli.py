@@ -15,7 +15,8 @@ import sys
 from typing import TextIO
 
 from mcpvectordb_sync import __version__
-from mcpvectordb_sync.engine import Options, Summary, sync_once
+from mcpvectordb_sync.engine import Options, Summary, hashes_for, sync_once
+from mcpvectordb_sync.hashes import CACHE_ENV, default_cache_dir
 from mcpvectordb_sync.paths import clean_prefix
 from mcpvectordb_sync.scan import Filters
 from mcpvectordb_sync.transport import Gateway, SyncError
@@ -105,6 +106,22 @@ def parser() -> argparse.ArgumentParser:
         metavar="N",
         help="files uploaded at once (1-16, default 2)",
     )
+    p.add_argument(
+        "--cache-dir",
+        default=str(default_cache_dir()),
+        metavar="DIR",
+        help="where the files' SHA-256 are kept between runs, so that a file whose size and "
+        f"time did not change is not read again (default {default_cache_dir()}; "
+        f"${CACHE_ENV} sets it too)",
+    )
+    p.add_argument(
+        "--no-cache", action="store_true", help="keep no hash cache file (hash every file each run)"
+    )
+    p.add_argument(
+        "--checksum",
+        action="store_true",
+        help="read and hash every file, whatever its size and time say",
+    )
     p.add_argument("--version", action="version", version=f"mcpvectordb-sync {__version__}")
     return p
 
@@ -132,6 +149,8 @@ def _options(argv: list[str] | None) -> tuple[argparse.Namespace, Options]:
         filters=Filters(tuple(args.include), tuple(args.exclude)),
         dry_run=args.dry_run,
         concurrency=args.concurrency,
+        cache_dir=None if args.no_cache else args.cache_dir,
+        checksum=args.checksum,
     )
     return args, options
 
@@ -162,10 +181,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc.message}", file=sys.stderr)
         return 2
     outcome = {"code": 0}
+    hashes = hashes_for(options)  # one for every pass of --watch
 
     def one_pass() -> None:
         try:
-            summary = sync_once(gateway, options, bar)
+            summary = sync_once(gateway, options, bar, hashes=hashes)
         except SyncError as exc:
             bar.close()
             print(f"error: {exc.message}", file=sys.stderr)

@@ -1,5 +1,6 @@
-"""One sync pass: scan the folder, read the manifest, hash each file, upload what changed,
-delete what is gone (when asked), and count it all.
+"""One sync pass: scan the folder, read the manifest, hash each file (or take its digest from
+the last pass when its size and time are the same: `hashes`), upload what changed, delete
+what is gone (when asked), and count it all.
 
 A file that cannot be read (locked by another program, permissions) or that the gateway
 refuses (no text, too large) is counted as failed and named in `errors`; the pass goes on and
@@ -17,8 +18,10 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any, BinaryIO
 
+from mcpvectordb_sync.hashes import Hashes
 from mcpvectordb_sync.plan import Entry, changed, deletions, manifest
 from mcpvectordb_sync.scan import Filters, LocalFile, ScanError, scan
 from mcpvectordb_sync.transport import Gateway, GatewayError, SyncError
@@ -38,6 +41,8 @@ class Options:
     filters: Filters = field(default_factory=Filters)
     dry_run: bool = False
     concurrency: int = 2
+    cache_dir: str | None = None  # where the hash cache file goes (`hashes`); None: memory
+    checksum: bool = False  # hash every file, whatever the cache knows
 
 
 @dataclass
@@ -57,6 +62,7 @@ class Summary:
     bytes_received: int = 0
     retries: int = 0
     seconds: float = 0.0
+    hashed: int = 0  # files read to compute their SHA-256 (the rest were known unchanged)
 
     def as_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -79,9 +85,16 @@ def read_bytes(path: str, opener: Opener = open_file) -> bytes:
         return handle.read()
 
 
+def hashes_for(options: Options) -> Hashes:
+    """The digests known for `options.folder` (`hashes`), for one pass or many."""
+    cache = Path(options.cache_dir) if options.cache_dir else None
+    return Hashes(options.folder, cache, verify=options.checksum)
+
+
 class Pass:
     """One pass over `options.folder` against `gateway`; `run` once. `opener` opens files
-    for reading (tests stand in one that finds a file locked, as Windows does)."""
+    for reading (tests stand in one that finds a file locked, as Windows does); `hashes`
+    carries the files' digests over from earlier passes (`--watch`)."""
 
     def __init__(
         self,
@@ -89,9 +102,11 @@ class Pass:
         options: Options,
         progress: Progress | None = None,
         opener: Opener = open_file,
+        hashes: Hashes | None = None,
     ) -> None:
         self.gateway = gateway
         self.opener = opener
+        self.hashes = hashes if hashes is not None else hashes_for(options)
         self.options = options
         self.progress = progress
         self.summary = Summary(dry_run=options.dry_run)
@@ -104,9 +119,15 @@ class Pass:
         gateway = self.gateway
         sent_before, received_before = gateway.bytes_sent, gateway.bytes_received
         retries_before = gateway.retries
+        self.hashes.begin()
+        complete = False
         try:
             self._run()
+            complete = True
         finally:
+            self.hashes.commit(complete=complete)
+            self.summary.hashed = self.hashes.read
+            self.summary.warnings += self.hashes.take_warnings()
             self.summary.bytes_sent = gateway.bytes_sent - sent_before
             self.summary.bytes_received = gateway.bytes_received - received_before
             self.summary.retries = self.gateway.retries - retries_before
@@ -144,7 +165,7 @@ class Pass:
         if self._fatal is not None:
             return
         try:
-            digest = sha256_of(file.path, self.opener)
+            digest = self.hashes.digest(file, lambda: sha256_of(file.path, self.opener))
             if not changed(file, digest, remote):
                 self._count("unchanged", file.source)
                 return
@@ -208,7 +229,12 @@ class Pass:
 
 
 def sync_once(
-    gateway: Gateway, options: Options, progress: Progress | None = None, opener: Opener = open_file
+    gateway: Gateway,
+    options: Options,
+    progress: Progress | None = None,
+    opener: Opener = open_file,
+    hashes: Hashes | None = None,
 ) -> Summary:
-    """One pass (see the module docstring); `opener` opens a file for reading."""
-    return Pass(gateway, options, progress, opener).run()
+    """One pass (see the module docstring); `opener` opens a file for reading, `hashes`
+    holds the digests of earlier passes (a new one from `options` when None)."""
+    return Pass(gateway, options, progress, opener, hashes).run()

@@ -6,10 +6,13 @@ would pass here and fail on a user's offline machine.
 
 from __future__ import annotations
 
+import atexit
 import io
 import ipaddress
 import os
+import shutil
 import socket
+import tempfile
 import zipfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -50,6 +53,10 @@ def zip_bytes(entries: dict[str, bytes]) -> bytes:
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# mcpvectordb-sync's hash cache (mcpvectordb_sync.hashes), for the runs of every test and of
+# the commands they start, away from the user's own cache folder.
+os.environ["MCPVECTORDB_SYNC_CACHE"] = tempfile.mkdtemp(prefix="mvdb-test-sync-cache-")
+atexit.register(shutil.rmtree, os.environ["MCPVECTORDB_SYNC_CACHE"], True)
 
 _real_connect = socket.socket.connect
 _real_connect_ex = socket.socket.connect_ex

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import threading
 import time
 from collections.abc import Iterator
@@ -213,3 +214,43 @@ def test_watch_syncs_a_change_without_waiting_for_the_interval(
     assert len(passes) >= 2, "the change was not synced before the interval"
     assert passes[0].uploaded == 1 and passes[1].uploaded == 1
     assert _sources(gateway_url, "watch") == ["a.md", "b.md"]
+
+
+def test_unchanged_files_are_not_read_again(gateway_url: str, tmp_path: Path) -> None:
+    """With the hash cache, a pass over files whose size and time are as before opens none
+    of them, in the same run and in the next; a file touched without a change is read and
+    found unchanged; one changed in place is sent; --checksum reads them all."""
+    folder = _folder(tmp_path / "docs", {f"note-{k}.md": f"note number {k}" for k in range(5)})
+    hour_ago = time.time() - 3600
+    for path in folder.iterdir():
+        os.utime(path, (hour_ago, hour_ago))
+    cache = tmp_path / "cache"
+    opened: list[str] = []
+
+    def counting(path: str) -> BinaryIO:
+        opened.append(Path(path).name)
+        return open_file(path)
+
+    gateway = Gateway(gateway_url, TOKEN, policy=FAST)
+    options = Options(folder=str(folder), library="hashed", cache_dir=str(cache))
+    first = sync_once(gateway, options, opener=counting)
+    assert (first.uploaded, first.hashed) == (5, 5)
+    opened.clear()
+    second = sync_once(gateway, options, opener=counting)
+    assert (second.unchanged, second.hashed, opened) == (5, 0, [])
+
+    touched, edited = folder / "note-1.md", folder / "note-2.md"
+    os.utime(touched, (hour_ago + 60, hour_ago + 60))
+    edited.write_text("note number 9")  # the same size, another text
+    os.utime(edited, (hour_ago, hour_ago + 120))
+    third = sync_once(gateway, options, opener=counting)
+    assert (third.uploaded, third.unchanged, third.hashed) == (1, 4, 2)
+    assert sorted(opened) == ["note-1.md", "note-2.md", "note-2.md"]  # hashed, hashed + sent
+
+    verify = Options(folder=str(folder), library="hashed", cache_dir=str(cache), checksum=True)
+    assert sync_once(gateway, verify).hashed == 5
+    code, out, _ = _cli(
+        str(folder), "--url", gateway_url, "--token", TOKEN, "--library", "hashed", "--json",
+        "--cache-dir", str(cache),
+    )  # fmt: skip
+    assert code == 0 and json.loads(out)["hashed"] == 0
