@@ -164,6 +164,13 @@ def _print(summary: Summary, options: Options, as_json: bool) -> None:
         print(json.dumps(summary.as_json(), ensure_ascii=False), flush=True)
         return
     would = " (dry run: nothing changed)" if summary.dry_run else ""
+    if summary.reconverted:
+        print(
+            f"note: {summary.reconverted} unchanged file(s) "
+            f"{'would be' if summary.dry_run else 'were'} sent again: the server's converter is "
+            "newer than the one that made their documents",
+            file=sys.stderr,
+        )
     print(
         f"{options.folder} -> library '{options.library}': {summary.files} files, "
         f"{summary.uploaded} uploaded, {summary.unchanged} unchanged, {summary.deleted} deleted, "

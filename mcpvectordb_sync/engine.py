@@ -63,6 +63,9 @@ class Summary:
     retries: int = 0
     seconds: float = 0.0
     hashed: int = 0  # files read to compute their SHA-256 (the rest were known unchanged)
+    # Of `uploaded`, the unchanged files sent again because an older converter made their
+    # documents (the manifest's `stale`): converted and embedded anew.
+    reconverted: int = 0
 
     def as_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -169,15 +172,18 @@ class Pass:
             if not changed(file, digest, remote):
                 self._count("unchanged", file.source)
                 return
+            entry = remote.get(file.source)
+            again = entry is not None and entry.content_sha256 == digest  # stale: convert anew
             if self.options.dry_run:
-                self._count("uploaded", file.source)
+                self._count("uploaded", file.source, again=again)
                 return
             data = read_bytes(file.path, self.opener)
             name = file.source.rsplit("/", 1)[-1]
             answer = self.gateway.upload(data, name, file.source, self.options.library)
-            self._count(
-                "unchanged" if answer.get("status") == "skipped" else "uploaded", file.source
-            )
+            if answer.get("status") == "skipped":
+                self._count("unchanged", file.source)
+            else:
+                self._count("uploaded", file.source, again=again)
         except OSError as exc:
             why = exc.strerror or str(exc)
             self._fail(
@@ -208,9 +214,10 @@ class Pass:
             return
         self._count("deleted", entry.source)
 
-    def _count(self, what: str, source: str) -> None:
+    def _count(self, what: str, source: str, *, again: bool = False) -> None:
         with self._lock:
             setattr(self.summary, what, getattr(self.summary, what) + 1)
+            self.summary.reconverted += again
             self._done += what != "deleted"
             done = self._done
         self._report(done, f"{source}: {what}")

@@ -246,10 +246,11 @@ def test_a_document_from_an_older_converter_is_converted_again(
 
     first = pass_over()
     assert (first["uploaded"], first["unchanged"], first["failed"]) == (1, 0, 0)
+    assert first["reconverted"] == 1
     [entry] = _manifest(cluster, "reconvert").values()
     assert (entry["conversion"], entry["stale"]) == (CONVERTER_REVISION, False)
     assert entry["doc_id"] != written.json()["doc_id"]
     got = httpx.get(f"{cluster.index}/documents/{entry['doc_id']}", timeout=30).json()
     assert got["content"] == "Crème brûlée for the niño", got
     second = pass_over()
-    assert (second["uploaded"], second["unchanged"]) == (0, 1)
+    assert (second["uploaded"], second["unchanged"], second["reconverted"]) == (0, 1, 0)
