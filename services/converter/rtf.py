@@ -8,13 +8,17 @@ document sees, in order:
   "Heading N" or "Title" in the stylesheet, or has an outline level (`\\outlinelevelN`);
 - list items with the marker their list text shows (`- ` for bullets, `1. ` for numbers);
 - tables (`\\cell`, `\\row`) as Markdown tables whose first row is the header;
-- characters as written: `\\'hh` in the document's code page (`\\ansicpgN`, Windows-1252 when
-  none is given), `\\uN` Unicode with the fallback characters it says to skip (`\\ucN`), and
-  the named ones (dashes, quotes, bullets, non-breaking spaces);
+- characters as written: `\\'hh` in the code page of the font's character set
+  (`\\fcharsetN`) or else the document's (`\\ansicpgN`, Windows-1252 when none is given),
+  `\\uN` Unicode with the fallback characters it says to skip (`\\ucN`), and the named ones
+  (dashes, quotes, bullets, non-breaking spaces);
+- hyperlinks as `[text](url)`, footnotes as `[^n]` marks with their text at the end, the text
+  of text boxes as paragraphs;
 - the title from the document's information group (`{\\info{\\title ...}}`).
 
-Font, colour and style tables, pictures, objects, headers and footers, field instructions
-and every `{\\* ...}` destination a reader does not know are skipped, as the format says.
+Font, colour and style tables, pictures, objects, headers and footers, tables of contents,
+other fields' instructions and every `{\\* ...}` destination a reader does not know are
+skipped, as the format says.
 """
 
 from __future__ import annotations
@@ -51,6 +55,12 @@ _CHARACTERS = {
 }  # fmt: skip
 _SYMBOLS = {b"~": "\u00a0", b"_": "\u2011", b"{": "{", b"}": "}", b"\\": "\\", b"-": ""}
 _CODE_PAGES = {b"mac": "mac_roman", b"pc": "cp437", b"pca": "cp850"}
+# A font's character set (\\fcharsetN) as the Windows code page its `\\'hh` bytes are in
+# (0, ANSI, 1, the default, and 2, symbols, leave the document's code page).
+_CHARSET_CODE_PAGES = {
+    77: 10000, 128: 932, 129: 949, 130: 1361, 134: 936, 136: 950, 161: 1253,
+    162: 1254, 163: 1258, 177: 1255, 178: 1256, 186: 1257, 204: 1251, 222: 874, 238: 1250,
+}  # fmt: skip
 _HEADING_NAME = re.compile(r"^(?:heading|\u00fcberschrift|titre)\s*(\d)$", re.IGNORECASE)
 _NUMBERED = re.compile(r"^\(?[0-9A-Za-z]{1,4}[.)]$")
 _BULLETS = frozenset("\u2022\u25cf\u25aa\u25a0\u25e6\u2013\u2014-*\u00b7\uf0b7o\u2023\u2043")
@@ -64,11 +74,15 @@ class _Group:
     destination: bytes = b""
     link: str = ""  # a hyperlink field's target, and where its shown text starts
     mark: int = 0
+    font: int = -1  # the font in use (\\fN): its character set decodes `\\'hh`
 
 
 @dataclass
 class _Reader:
     codec: str = "cp1252"
+    fonts: dict[int, str] = field(default_factory=dict)  # font -> code page (\\fcharsetN)
+    defining: int = -1  # the font table's entry being read
+    default_font: int = -1  # \\deffN
     styles: dict[int, str] = field(default_factory=dict)
     title: str = ""
     blocks: list[str] = field(default_factory=list)
@@ -190,7 +204,7 @@ def rtf_markdown(data: bytes, name: str) -> tuple[str, str]:
         _flush(stack, reader)
         if brace == b"{":
             inherited = group.destination if group.destination in _TEXT_DESTINATIONS else b""
-            stack.append(_Group(group.skip, group.uc, inherited))
+            stack.append(_Group(group.skip, group.uc, inherited, font=group.font))
         elif brace == b"}":
             _close(stack.pop(), stack, reader)
         elif word is not None:
@@ -200,6 +214,8 @@ def rtf_markdown(data: bytes, name: str) -> tuple[str, str]:
             skip_chars = _word(word, number, stack, reader)
         elif symbol == b"*":
             group.skip = True
+        elif symbol in (b"\n", b"\r"):  # a backslash ending a line is a \\par
+            skip_chars = _word(b"par", None, stack, reader)
         elif symbol is not None:
             if skip_chars:
                 skip_chars -= 1
@@ -210,7 +226,7 @@ def rtf_markdown(data: bytes, name: str) -> tuple[str, str]:
                 take = min(skip_chars, len(text))
                 skip_chars, text = skip_chars - take, text[take:]
             if text and readable:
-                _emit(text.decode(reader.codec, "replace"), stack, reader)
+                _emit(text.decode(_codec(stack, reader), "replace"), stack, reader)
     _flush(stack or [_Group()], reader)
     return _normalise(reader.markdown()), reader.title.strip()
 
@@ -219,9 +235,15 @@ def _flush(stack: list[_Group], reader: _Reader) -> None:
     """Decode the `\\'hh` bytes read so far together (a double-byte code page's character
     takes two)."""
     if reader.pending:
-        text = bytes(reader.pending).decode(reader.codec, "replace")
+        text = bytes(reader.pending).decode(_codec(stack, reader), "replace")
         reader.pending.clear()
         _emit(text, stack, reader)
+
+
+def _codec(stack: list[_Group], reader: _Reader) -> str:
+    """The code page of the font in use, else the document's."""
+    font = stack[-1].font
+    return reader.fonts.get(font if font >= 0 else reader.default_font, reader.codec)
 
 
 def _word(word: bytes, number: bytes | None, stack: list[_Group], reader: _Reader) -> int:
@@ -235,8 +257,10 @@ def _word(word: bytes, number: bytes | None, stack: list[_Group], reader: _Reade
         return group.uc
     if word == b"uc" and value is not None:
         group.uc = max(value, 0)
+    elif word == b"deff" and value is not None:
+        reader.default_font = value
     elif word == b"ansicpg" and value:
-        reader.codec = canonical(f"cp{value}") or reader.codec
+        reader.codec = _code_page(value) or reader.codec
     elif word in _CODE_PAGES:
         reader.codec = _CODE_PAGES[word]
     elif word in _SKIPPED:
@@ -256,7 +280,12 @@ def _word(word: bytes, number: bytes | None, stack: list[_Group], reader: _Reade
         elif word == b"par":
             _emit("\n" if destination == _BOX else " ", stack, reader)
     elif group.skip:
-        if word == b"s" and value is not None and _inside(stack, b"stylesheet"):
+        if word == b"f" and value is not None and _inside(stack, b"fonttbl"):
+            reader.defining = value
+        elif word == b"fcharset" and value is not None and _inside(stack, b"fonttbl"):
+            if codec := _code_page(_CHARSET_CODE_PAGES.get(value, 0)):
+                reader.fonts[reader.defining] = codec
+        elif word == b"s" and value is not None and _inside(stack, b"stylesheet"):
             group.destination, reader.style = _STYLE, value
             reader.styles[value] = ""
     elif word in (b"par", b"sect", b"page"):
@@ -265,6 +294,10 @@ def _word(word: bytes, number: bytes | None, stack: list[_Group], reader: _Reade
         reader.style, reader.outline, reader.level, reader.in_table = 0, -1, 0, False
     elif word == b"s" and value is not None:
         reader.style = value
+    elif word == b"f" and value is not None:
+        group.font = value
+    elif word == b"plain":
+        group.font = -1
     elif word == b"outlinelevel" and value is not None:
         reader.outline = value
     elif word == b"ilvl" and value is not None:
@@ -278,6 +311,14 @@ def _word(word: bytes, number: bytes | None, stack: list[_Group], reader: _Reade
     elif word in _CHARACTERS:
         _emit(_CHARACTERS[word], stack, reader)
     return 0
+
+
+def _code_page(number: int) -> str | None:
+    """Python's codec for Windows code page `number`; None for one it does not know."""
+    try:
+        return canonical(f"cp{number}") if number else None
+    except LookupError:
+        return None
 
 
 def _inside(stack: list[_Group], destination: bytes) -> bool:

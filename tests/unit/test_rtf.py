@@ -25,6 +25,16 @@ def test_a_wordpad_document_in_windows_1251() -> None:
     assert markdown(WORDPAD) == "Привет, мир!"
 
 
+def test_a_font_character_set_names_the_code_page() -> None:
+    """Older writers say Cyrillic only by the font's character set, not the document's."""
+    rtf = (
+        rb"{\rtf1\ansi\deff0{\fonttbl{\f0\fnil\fcharset204 Arial;}{\f1\fswiss\fcharset0 Arial;}"
+        rb"{\f2\fnil\fcharset238 Arial;}}\pard\'cf\'f0\'e8\'e2\'e5\'f2 {\f1 caf\'e9} "
+        rb"\f2 \'9ale\'9f\par\plain \'e4\'e0\par}"
+    )
+    assert markdown(rtf) == "Привет café šleź\n\nда"
+
+
 def test_double_byte_code_page() -> None:
     # Shift-JIS: each character is two \'hh bytes, decoded together.
     rtf = rb"{\rtf1\ansi\ansicpg932 \'82\'b1\'82\'f1\'82\'c9\'82\'bf\'82\'cd\par}"
@@ -71,6 +81,14 @@ def test_headings_lists_tables_and_links() -> None:
         "| Name | Score |\n| --- | --- |\n| Ada | 9 |\n\n"
         "See [example](https://example.org/) now\u2014done"
     )
+
+
+def test_a_backslash_at_a_line_end_is_a_paragraph() -> None:
+    assert markdown(b"{\\rtf1\\ansi first\\\nsecond\\\r\nthird}") == "first\n\nsecond\n\nthird"
+
+
+def test_an_unknown_code_page_keeps_the_default() -> None:
+    assert markdown(rb"{\rtf1\ansi\ansicpg99999 caf\'e9\par}") == "café"
 
 
 def test_what_is_not_rtf_is_refused() -> None:
