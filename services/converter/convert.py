@@ -54,6 +54,7 @@ _PAGE_SEPARATOR = "\n\n"
 # result (`_tidy`), after running its file-type model over the bytes: a fifth of the
 # converter's CPU on a folder of Markdown notes (docs/benchmarks.md, issue 19 goal 4).
 _LINE_END = re.compile(r"\r?\n")
+_BLANK_RUN = re.compile(r"\n{3,}")
 # The formats read here rather than by markitdown, which has no reader for them.
 OWN_READERS: dict[str, Callable[[bytes, str], tuple[str, str]]] = {
     ".odt": opendocument_markdown,
@@ -61,7 +62,6 @@ OWN_READERS: dict[str, Callable[[bytes, str], tuple[str, str]]] = {
     ".odp": opendocument_markdown,
     ".rtf": rtf_markdown,
 }
-_BLANK_RUN = re.compile(r"\n{3,}")
 
 
 @dataclass(frozen=True)
@@ -174,15 +174,7 @@ class DocumentConverter:
         """A format this service reads itself (OpenDocument, RTF), in markitdown's shapes:
         sheets under `## name`, slides after their number marker, so pages come alike."""
         markdown, title = OWN_READERS[ext](data, name)
-        markdown = normalise_text(markdown)
-        pages, page_count = _page_spans(markdown, route)
-        return Document(
-            markdown=markdown,
-            title=self._title(title, markdown, name, route),
-            file_type=ext.lstrip("."),
-            page_count=page_count,
-            pages=pages,
-        )
+        return self._document(markdown, title, name, ext, route)
 
     def _table_document(self, data: bytes, name: str, ext: str) -> Document:
         """A delimited table in whatever separator it was written with (`delimited`)."""
@@ -236,11 +228,17 @@ class DocumentConverter:
             ) from exc
         except (UnicodeDecodeError, LookupError) as exc:
             raise _undecodable(name, exc) from exc
-        markdown = normalise_text(result.markdown)
+        return self._document(result.markdown, result.title, name, ext, route)
+
+    def _document(
+        self, markdown: str, found_title: str | None, name: str, ext: str, route: Route
+    ) -> Document:
+        """A reader's Markdown, normalised, with its title and its pages (slides, sheets)."""
+        markdown = normalise_text(markdown)
         pages, page_count = _page_spans(markdown, route)
         return Document(
             markdown=markdown,
-            title=self._title(result.title, markdown, name, route),
+            title=self._title(found_title, markdown, name, route),
             file_type=ext.lstrip("."),
             page_count=page_count,
             pages=pages,

@@ -213,7 +213,7 @@ class _Writer:
                 style = _attr(child, "text:style-name") or list_style
                 self._list(child, depth, style, joined=joined)
             elif _is(child, "table:table"):
-                self.blocks_out.append(self._table(self._rows(child)))
+                self.blocks_out.append(markdown_table(self._rows(child)))
             else:  # sections, text boxes, frames, groups: their blocks in place
                 self.blocks(child, depth=depth, list_style=list_style)
 
@@ -310,16 +310,12 @@ class _Writer:
                 rows += [cells] * _repeat(row, "table:number-rows-repeated")
         return rows
 
-    @staticmethod
-    def _table(rows: list[list[str]]) -> str:
-        return markdown_table(rows)
-
     def sheets(self, spreadsheet: Element) -> None:
         for sheet in (s for s in spreadsheet if _is(s, "table:table")):
             rows = self._rows(sheet)
             if rows:
                 name = _attr(sheet, "table:name") or f"Sheet{len(self.blocks_out) + 1}"
-                self.blocks_out.append(f"## {name}\n{self._table(rows)}")
+                self.blocks_out.append(f"## {name}\n{markdown_table(rows)}")
 
     # --------------------------------------------------------------------- presentations
 

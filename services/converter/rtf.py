@@ -40,7 +40,7 @@ _SKIPPED = frozenset(
     b"fonttbl colortbl stylesheet listtable listoverridetable revtbl rsidtbl generator "
     b"pict object header headerl headerr headerf footer footerl footerr footerf "
     b"datafield themedata colorschememapping latentstyles xmlnstbl mmathPr bkmkstart bkmkend "
-    b"filetbl pgdsctbl operator author company info".split()
+    b"filetbl pgdsctbl info".split()
 )
 # Destinations whose text goes somewhere of its own: the title, a style's name, a field's
 # instruction (a table of contents, a link), a list item's shown marker, a footnote, the text
