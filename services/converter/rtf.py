@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 from libs.encodings import canonical
 from libs.errors import ConversionError
-from libs.tables import markdown_table
+from services.converter.blocks import Blocks, list_marker
 
 _TOKEN = re.compile(
     rb"\\([a-zA-Z]{1,32})(-?\d{1,10})? ?|\\'([0-9a-fA-F]{2})|\\(.)|([{}])|[\r\n]+|([^\\{}\r\n]+)",
@@ -62,8 +62,6 @@ _CHARSET_CODE_PAGES = {
     162: 1254, 163: 1258, 177: 1255, 178: 1256, 186: 1257, 204: 1251, 222: 874, 238: 1250,
 }  # fmt: skip
 _HEADING_NAME = re.compile(r"^(?:heading|\u00fcberschrift|titre)\s*(\d)$", re.IGNORECASE)
-_NUMBERED = re.compile(r"^\(?[0-9A-Za-z]{1,4}[.)]$")
-_BULLETS = frozenset("\u2022\u25cf\u25aa\u25a0\u25e6\u2013\u2014-*\u00b7\uf0b7o\u2023\u2043")
 _HYPERLINK = re.compile(r'^HYPERLINK\s+"([^"]+)"')
 
 
@@ -85,43 +83,26 @@ class _Reader:
     default_font: int = -1  # \\deffN
     styles: dict[int, str] = field(default_factory=dict)
     title: str = ""
-    blocks: list[str] = field(default_factory=list)
+    out: Blocks = field(default_factory=Blocks)
     text: list[str] = field(default_factory=list)
     side: dict[bytes, list[str]] = field(default_factory=dict)  # marker, note, box, field
     style: int = 0
     outline: int = -1
     level: int = 0  # a list item's nesting (\\ilvlN)
     in_table: bool = False
-    cells: list[str] = field(default_factory=list)
-    rows: list[list[str]] = field(default_factory=list)
-    listing: bool = False  # the last block is a list, which the next item continues
-    notes: list[str] = field(default_factory=list)
     pending: bytearray = field(default_factory=bytearray)  # `\\'hh` bytes not yet decoded
 
     def take(self, destination: bytes) -> str:
         return "".join(self.side.pop(destination, []))
 
     def paragraph(self) -> None:
-        text = "".join(self.text).strip()
+        text = "".join(self.text)
         self.text.clear()
-        marker = _list_marker(self.take(_MARKER))
-        if self.in_table:  # a paragraph inside a cell: its text stays in the cell
-            if text:
-                self.text.append(text + " ")
-            return
-        self.end_table()
-        if not text:
-            return
-        level = self.heading_level()
-        if marker and not level:
-            item = f"{'   ' * self.level}{marker}{text}"
-            if self.listing:
-                self.blocks[-1] += f"\n{item}"  # one list: no blank line between items
-            else:
-                self.blocks.append(item)
-        else:
-            self.blocks.append(f"{'#' * level} {text}" if level else text)
-        self.listing = bool(marker) and not level
+        marker = list_marker(self.take(_MARKER))
+        self.out.paragraph(
+            text, heading=self.heading_level(), marker=marker, level=self.level,
+            in_table=self.in_table,
+        )  # fmt: skip
 
     def heading_level(self) -> int:
         if 0 <= self.outline <= 5:
@@ -133,47 +114,17 @@ class _Reader:
         return (min(int(match.group(1)), 6) or 1) if match else 0
 
     def cell(self) -> None:
-        self.cells.append("".join(self.text).strip())
+        self.out.cell("".join(self.text))
         self.text.clear()
         self.side.pop(_MARKER, None)
 
     def row(self) -> None:
-        if any(self.cells):
-            self.rows.append(self.cells)
-        self.cells = []
+        self.out.row()
         self.in_table = False
-
-    def block(self, text: str) -> None:
-        if text.strip():
-            self.blocks.append(text.strip())
-            self.listing = False
-
-    def end_table(self) -> None:
-        if self.rows:
-            self.block(markdown_table(self.rows))
-            self.rows = []
 
     def markdown(self) -> str:
         self.paragraph()
-        self.in_table = False
-        self.end_table()
-        notes = [f"[^{n}]: {text}" for n, text in enumerate(self.notes, start=1)]
-        return "\n\n".join([*self.blocks, *(["\n".join(notes)] if notes else [])])
-
-
-def _list_marker(shown: str) -> str:
-    """`- ` or `N. ` for a list item's shown marker ("•\\t", "1.\\t"); '' for none."""
-    shown = shown.strip()
-    if not shown:
-        return ""
-    if shown in _BULLETS or (len(shown) == 1 and not shown.isalnum()):
-        return "- "
-    if _NUMBERED.match(shown):
-        digits, letters = re.sub(r"[^0-9]", "", shown), re.sub(r"[^a-z]", "", shown.lower())
-        # Markdown numbers with digits: "b)" is the second item.
-        number = digits or (str(ord(letters) - 96) if len(letters) == 1 else "1")
-        return f"{number}. "
-    return ""
+        return self.out.markdown()
 
 
 def rtf_markdown(data: bytes, name: str) -> tuple[str, str]:
@@ -228,7 +179,7 @@ def rtf_markdown(data: bytes, name: str) -> tuple[str, str]:
             if text and readable:
                 _emit(text.decode(_codec(stack, reader), "replace"), stack, reader)
     _flush(stack or [_Group()], reader)
-    return _normalise(reader.markdown()), reader.title.strip()
+    return reader.markdown(), reader.title.strip()
 
 
 def _flush(stack: list[_Group], reader: _Reader) -> None:
@@ -350,22 +301,12 @@ def _close(group: _Group, stack: list[_Group], reader: _Reader) -> None:
         reader.styles[reader.style] = reader.styles[reader.style].split(";")[0].strip()
         reader.style = 0
     elif group.destination == _NOTE:
-        if text := " ".join(reader.take(_NOTE).split()):
-            reader.notes.append(text)
-            reader.text.append(f"[^{len(reader.notes)}]")
+        reader.text.append(reader.out.note(reader.take(_NOTE)))
     elif group.destination == _BOX:
-        reader.block(reader.take(_BOX))
+        reader.out.block(reader.take(_BOX))
     elif group.destination == _FIELD and stack:
         instruction = reader.take(_FIELD).strip()
         if instruction.startswith("TOC"):
             stack[-1].skip = True  # the table of contents repeats the headings
         elif link := _HYPERLINK.match(instruction):
             stack[-1].link, stack[-1].mark = link.group(1), len(reader.text)
-
-
-def _normalise(markdown: str) -> str:
-    """Surrogate pairs (`\\uN` writes a character beyond the BMP as two) joined, runs of
-    blanks one space, no blank at line ends, no run of empty lines."""
-    markdown = markdown.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
-    lines = (re.sub(r"(?<=\S)[ \t\u00a0]+", " ", line).rstrip() for line in markdown.split("\n"))
-    return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip()
