@@ -12,7 +12,7 @@ import unicodedata
 from pathlib import PurePath, PureWindowsPath
 
 SUPPORTED_EXTENSIONS = frozenset(
-    {".pdf", ".docx", ".pptx", ".xlsx", ".xls", ".html", ".htm", ".txt", ".md", ".csv",
+    {".pdf", ".docx", ".doc", ".pptx", ".xlsx", ".xls", ".html", ".htm", ".txt", ".md", ".csv",
      ".json", ".xml", ".zip", ".epub", ".ipynb", ".tsv", ".markdown", ".mdx", ".text", ".rst",
      ".adoc", ".asciidoc", ".yaml", ".yml", ".toml", ".msg", ".eml", ".odt", ".ods", ".odp",
      ".rtf"}

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from libs.tables import markdown_table
 
+_HEADING_NAME = re.compile(r"^(?:heading|\u00fcberschrift|titre)\s*(\d)$", re.IGNORECASE)
 _NUMBERED = re.compile(r"^\(?[0-9A-Za-z]{1,4}[.)]$")
 _BULLETS = frozenset("\u2022\u25cf\u25aa\u25a0\u25e6\u2013\u2014-*\u00b7\uf0b7o\u2023\u2043")
 
@@ -94,6 +95,15 @@ class Blocks:
         self.end_table()
         notes = [f"[^{n}]: {text}" for n, text in enumerate(self.notes, start=1)]
         return normalise("\n\n".join([*self.blocks, *(["\n".join(notes)] if notes else [])]))
+
+
+def style_heading(name: str) -> int:
+    """The heading level a paragraph style's name says ("Heading 2", "Title"); 0 for none."""
+    name = name.strip()
+    if name.lower() == "title":
+        return 1
+    match = _HEADING_NAME.match(name)
+    return (min(int(match.group(1)), 6) or 1) if match else 0
 
 
 def list_marker(shown: str) -> str:

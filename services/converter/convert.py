@@ -1,8 +1,9 @@
 """Bytes plus a file name in, Markdown with a title, a file type and page spans out.
 
 PDFs are read page by page with pypdfium2 (`pdf`); Markdown and plain text are their own
-Markdown, decoded here and nothing more; ZIP archives, e-mail, OpenDocument and RTF files
-have readers of their own (`zipfiles`, `mail`, `opendocument`, `rtf`); everything else goes
+Markdown, decoded here and nothing more; ZIP archives, e-mail, OpenDocument, RTF and Word
+97-2003 files have readers of their own (`zipfiles`, `mail`, `opendocument`, `rtf`,
+`worddoc`); everything else goes
 through one MarkItDown instance. Text formats are decoded here first (`charset`: a BOM,
 UTF-8, else detection) and the charset is handed to markitdown, so a Shift-JIS CSV converts
 instead of failing a UTF-8 decode. Slides and sheets keep their numbers as page spans:
@@ -19,7 +20,7 @@ import io
 import re
 import unicodedata
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from markitdown import (
     FileConversionException,
@@ -40,6 +41,7 @@ from services.converter.mail import mail_markdown
 from services.converter.opendocument import opendocument_markdown
 from services.converter.pdf import extract_pdf, sensible_title
 from services.converter.rtf import rtf_markdown
+from services.converter.worddoc import word_markdown
 from services.converter.zipfiles import archive_markdown
 
 _SLIDE_MARKER = re.compile(r"^<!-- Slide number: (\d+) -->[ \t]*$", re.MULTILINE)
@@ -61,7 +63,10 @@ OWN_READERS: dict[str, Callable[[bytes, str], tuple[str, str]]] = {
     ".ods": opendocument_markdown,
     ".odp": opendocument_markdown,
     ".rtf": rtf_markdown,
+    ".doc": word_markdown,
 }
+# A ".doc" that is a web page: what many web applications export as "Word" files.
+_WEB_PAGE = re.compile(rb"^\s*(?:<!doctype html|<html)", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -98,6 +103,8 @@ class DocumentConverter:
         route = route_for(name)
         ext = extension_of(name)
         file_type = ext.lstrip(".")
+        if ext == ".doc":
+            ext, route = _real_format(data, ext, route)  # file_type stays the name's
         if route is Route.PDF:
             document = self._pdf(data, name, file_type)
         else:
@@ -116,6 +123,7 @@ class DocumentConverter:
                 document = self._own_document(data, name, ext, route)
             else:
                 document = self._markitdown_document(data, name, ext, route)
+        document = replace(document, file_type=file_type)
         if not has_text(document.markdown):
             raise NoTextError(
                 f"no text could be extracted from '{name}': the {file_type} file converted "
@@ -171,7 +179,7 @@ class DocumentConverter:
         return Document(markdown, title, "eml", 0, [PageSpan(0, 0, len(markdown))])
 
     def _own_document(self, data: bytes, name: str, ext: str, route: Route) -> Document:
-        """A format this service reads itself (OpenDocument, RTF), in markitdown's shapes:
+        """A format this service reads itself (OpenDocument, RTF, Word 97), in markitdown's shapes:
         sheets under `## name`, slides after their number marker, so pages come alike."""
         markdown, title = OWN_READERS[ext](data, name)
         return self._document(markdown, title, name, ext, route)
@@ -255,6 +263,16 @@ class DocumentConverter:
             or first_heading(markdown)
             or _file_stem(name)
         )
+
+
+def _real_format(data: bytes, ext: str, route: Route) -> tuple[str, Route]:
+    """What a `.doc` really holds when it is not Word 97's binary format: a `.docx` renamed,
+    or a web page saved under Word's name (an RTF one `worddoc` reads itself)."""
+    if is_zip(data):
+        return ".docx", route
+    if _WEB_PAGE.match(data.lstrip(b"\xef\xbb\xbf")[:512]):
+        return ".html", Route.TEXT
+    return ext, route
 
 
 def _tidy(text: str) -> str:

@@ -31,6 +31,7 @@ ROUTES: dict[str, Route] = {
     ".xlsx": Route.SHEETS,
     ".xls": Route.SHEETS,
     ".docx": Route.DOCUMENT,
+    ".doc": Route.DOCUMENT,  # Word 97-2003, read by `worddoc`
     ".epub": Route.DOCUMENT,
     ".msg": Route.DOCUMENT,  # Outlook messages (olefile, markitdown[outlook])
     ".eml": Route.MAIL,  # RFC 5322 messages (`mail`)

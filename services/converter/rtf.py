@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 from libs.encodings import canonical
 from libs.errors import ConversionError
-from services.converter.blocks import Blocks, list_marker
+from services.converter.blocks import Blocks, list_marker, style_heading
 
 _TOKEN = re.compile(
     rb"\\([a-zA-Z]{1,32})(-?\d{1,10})? ?|\\'([0-9a-fA-F]{2})|\\(.)|([{}])|[\r\n]+|([^\\{}\r\n]+)",
@@ -61,7 +61,6 @@ _CHARSET_CODE_PAGES = {
     77: 10000, 128: 932, 129: 949, 130: 1361, 134: 936, 136: 950, 161: 1253,
     162: 1254, 163: 1258, 177: 1255, 178: 1256, 186: 1257, 204: 1251, 222: 874, 238: 1250,
 }  # fmt: skip
-_HEADING_NAME = re.compile(r"^(?:heading|\u00fcberschrift|titre)\s*(\d)$", re.IGNORECASE)
 _HYPERLINK = re.compile(r'^HYPERLINK\s+"([^"]+)"')
 
 
@@ -107,11 +106,7 @@ class _Reader:
     def heading_level(self) -> int:
         if 0 <= self.outline <= 5:
             return self.outline + 1
-        name = self.styles.get(self.style, "").strip()
-        if name.lower() == "title":
-            return 1
-        match = _HEADING_NAME.match(name)
-        return (min(int(match.group(1)), 6) or 1) if match else 0
+        return style_heading(self.styles.get(self.style, ""))
 
     def cell(self) -> None:
         self.out.cell("".join(self.text))

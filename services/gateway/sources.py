@@ -189,6 +189,7 @@ _CONTENT_TYPES = {
     "application/vnd.ms-excel": ".xls",
     "application/zip": ".zip",
     "application/epub+zip": ".epub",
+    "application/msword": ".doc",
     "application/vnd.oasis.opendocument.text": ".odt",
     "application/vnd.oasis.opendocument.spreadsheet": ".ods",
     "application/vnd.oasis.opendocument.presentation": ".odp",

@@ -369,11 +369,12 @@ def test_cli_in_process_then_stdio_server(offline_env: dict[str, str], tmp_path:
     asyncio.run(go())
 
 
-def test_opendocument_and_rtf_uploads_are_found_on_their_pages(cluster: Cluster) -> None:
-    """LibreOffice files through `/upload`, found by an MCP client: a slide's speaker notes on
-    that slide's page, an RTF footnote, an OpenDocument sheet on its sheet's page."""
+def test_opendocument_rtf_and_word_uploads_are_found_on_their_pages(cluster: Cluster) -> None:
+    """LibreOffice and Word files through `/upload`, found by an MCP client: a slide's speaker
+    notes on that slide's page, an RTF footnote, an OpenDocument sheet on its sheet's page, a
+    Word 97 document's table row under its heading."""
     office = REPO / "tests" / "data" / "office"
-    for name in ("slides.odp", "report.rtf", "sheets.ods"):
+    for name in ("slides.odp", "report.rtf", "sheets.ods", "notes.doc"):
         response = httpx.post(
             cluster.gateway + "/upload",
             files={"file": (f"C:\\Users\\alex\\Documents\\{name}", (office / name).read_bytes())},
@@ -398,5 +399,10 @@ def test_opendocument_and_rtf_uploads_are_found_on_their_pages(cluster: Cluster)
             sheet = await tools.call("search", query="ColA ColB affc7dad", library="office")
             top = sheet["results"][0]
             assert (top["source"], top["page"]) == ("sheets.ods", 2)
+            word = await tools.call("search", query="Cuisson 45 min", library="office")
+            top = word["results"][0]
+            assert (top["source"], top["file_type"]) == ("notes.doc", "doc")
+            assert top["title"] == "Carnet de recettes"
+            assert "| Cuisson | 45 min | 150 °C |" in top["content"]
 
     asyncio.run(go())

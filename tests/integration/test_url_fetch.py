@@ -224,6 +224,7 @@ async def test_a_text_body_is_handed_on_in_utf8_by_the_charset_its_server_names(
         ("application/vnd.oasis.opendocument.presentation", "download.odp"),
         ("text/rtf; charset=windows-1252", "download.rtf"),
         ("application/rtf", "download.rtf"),
+        ("application/msword", "download.doc"),
         ("message/rfc822", "download.eml"),
     ],
 )
