@@ -3,8 +3,8 @@ convert, with why and what to do instead.
 
 `CONVERTIBLE_EXTENSIONS` is what converts here; `server_info`, `/upload`, `ingest_file` and
 `ingest_folder` all answer from it, and the converter routes exactly these (a test checks).
-The tool spec also lists images, audio and the legacy Office formats: this build has no OCR
-engine, no speech-to-text and no converter for .ppt, so those are refused with the
+The tool spec also lists images and audio: this build has no OCR
+engine and no speech-to-text, so those are refused with the
 reason from `UNAVAILABLE` (and skipped, reported as ignored, by folder scans).
 """
 
@@ -40,10 +40,6 @@ UNAVAILABLE: dict[str, str] = {
         ext: f"it is an image: {_OCR}" for ext in (".jpg", ".jpeg", ".png", ".gif", ".bmp", ".webp")
     },
     **{ext: f"it is audio: {_SPEECH}" for ext in (".mp3", ".wav", ".ogg", ".m4a")},
-    ".ppt": (
-        "legacy PowerPoint 97-2003 .ppt files have no converter (markitdown reads only "
-        ".pptx); open it in PowerPoint or LibreOffice, save it as .pptx and ingest that"
-    ),
 }
 KNOWN_EXTENSIONS = frozenset(SPEC_EXTENSIONS + EXTRA_EXTENSIONS)
 

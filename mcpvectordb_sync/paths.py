@@ -12,10 +12,10 @@ import unicodedata
 from pathlib import PurePath, PureWindowsPath
 
 SUPPORTED_EXTENSIONS = frozenset(
-    {".pdf", ".docx", ".doc", ".pptx", ".xlsx", ".xls", ".html", ".htm", ".txt", ".md", ".csv",
-     ".json", ".xml", ".zip", ".epub", ".ipynb", ".tsv", ".markdown", ".mdx", ".text", ".rst",
-     ".adoc", ".asciidoc", ".yaml", ".yml", ".toml", ".msg", ".eml", ".odt", ".ods", ".odp",
-     ".rtf"}
+    {".pdf", ".docx", ".doc", ".pptx", ".ppt", ".xlsx", ".xls", ".html", ".htm", ".txt", ".md",
+     ".csv", ".json", ".xml", ".zip", ".epub", ".ipynb", ".tsv", ".markdown", ".mdx", ".text",
+     ".rst", ".adoc", ".asciidoc", ".yaml", ".yml", ".toml", ".msg", ".eml", ".odt", ".ods",
+     ".odp", ".rtf"}
 )  # fmt: skip
 # What the gateway converts (libs.formats.CONVERTIBLE_EXTENSIONS; a test keeps them equal).
 

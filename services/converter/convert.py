@@ -1,9 +1,9 @@
 """Bytes plus a file name in, Markdown with a title, a file type and page spans out.
 
 PDFs are read page by page with pypdfium2 (`pdf`); Markdown and plain text are their own
-Markdown, decoded here and nothing more; ZIP archives, e-mail, OpenDocument, RTF and Word
-97-2003 files have readers of their own (`zipfiles`, `mail`, `opendocument`, `rtf`,
-`worddoc`); everything else goes
+Markdown, decoded here and nothing more; ZIP archives, e-mail, OpenDocument, RTF, Word and
+PowerPoint 97-2003 files have readers of their own (`zipfiles`, `mail`, `opendocument`,
+`rtf`, `worddoc`, `powerpoint`); everything else goes
 through one MarkItDown instance. Text formats are decoded here first (`charset`: a BOM,
 UTF-8, else detection) and the charset is handed to markitdown, so a Shift-JIS CSV converts
 instead of failing a UTF-8 decode. Slides and sheets keep their numbers as page spans:
@@ -40,6 +40,7 @@ from services.converter.headings import first_heading, front_matter_title
 from services.converter.mail import mail_markdown
 from services.converter.opendocument import opendocument_markdown
 from services.converter.pdf import extract_pdf, sensible_title
+from services.converter.powerpoint import ppt_markdown
 from services.converter.rtf import rtf_markdown
 from services.converter.worddoc import word_markdown
 from services.converter.zipfiles import archive_markdown
@@ -64,9 +65,12 @@ OWN_READERS: dict[str, Callable[[bytes, str], tuple[str, str]]] = {
     ".odp": opendocument_markdown,
     ".rtf": rtf_markdown,
     ".doc": word_markdown,
+    ".ppt": ppt_markdown,
 }
-# A ".doc" that is a web page: what many web applications export as "Word" files.
-_WEB_PAGE = re.compile(rb"^\s*(?:<!doctype html|<html)", re.IGNORECASE)
+# Legacy Office names over other contents: a renamed Office Open XML file, or a web page, which
+# many web applications export as "Word" or "Excel" files.
+_ZIPPED = {".doc": ".docx", ".ppt": ".pptx", ".xls": ".xlsx"}
+_WEB_PAGE = re.compile(rb"^\s*(?:<!doctype html|<html|<head|<meta|<table)", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -103,7 +107,7 @@ class DocumentConverter:
         route = route_for(name)
         ext = extension_of(name)
         file_type = ext.lstrip(".")
-        if ext == ".doc":
+        if ext in _ZIPPED:
             ext, route = _real_format(data, ext, route)  # file_type stays the name's
         if route is Route.PDF:
             document = self._pdf(data, name, file_type)
@@ -179,8 +183,9 @@ class DocumentConverter:
         return Document(markdown, title, "eml", 0, [PageSpan(0, 0, len(markdown))])
 
     def _own_document(self, data: bytes, name: str, ext: str, route: Route) -> Document:
-        """A format this service reads itself (OpenDocument, RTF, Word 97), in markitdown's shapes:
-        sheets under `## name`, slides after their number marker, so pages come alike."""
+        """A format this service reads itself (OpenDocument, RTF, Word and PowerPoint 97), in
+        markitdown's shapes: sheets under `## name`, slides after their number marker, so
+        pages come alike."""
         markdown, title = OWN_READERS[ext](data, name)
         return self._document(markdown, title, name, ext, route)
 
@@ -266,11 +271,12 @@ class DocumentConverter:
 
 
 def _real_format(data: bytes, ext: str, route: Route) -> tuple[str, Route]:
-    """What a `.doc` really holds when it is not Word 97's binary format: a `.docx` renamed,
-    or a web page saved under Word's name (an RTF one `worddoc` reads itself)."""
+    """What a legacy Office file really holds when it is not in its binary format: its Office
+    Open XML successor renamed, or a web page saved under its name (an RTF `.doc` is read by
+    `worddoc` itself)."""
     if is_zip(data):
-        return ".docx", route
-    if _WEB_PAGE.match(data.lstrip(b"\xef\xbb\xbf")[:512]):
+        return _ZIPPED[ext], route
+    if ext != ".ppt" and _WEB_PAGE.match(data.lstrip(b"\xef\xbb\xbf")[:512]):
         return ".html", Route.TEXT
     return ext, route
 

@@ -1,10 +1,9 @@
 """Which file types the converter takes, which it knows but cannot convert here, and why.
 
 The file name's extension decides the route; it is checked before a worker process is
-involved, so an unsupported upload costs nothing. The tool spec lists images, audio and the
-legacy Office formats as ingestable, but this deployment has no OCR engine, no speech-to-text
-and no converter for the binary Office formats: those fail with a message that says what is
-missing and what to do instead.
+involved, so an unsupported upload costs nothing. The tool spec lists images and audio as
+ingestable, but this deployment has no OCR engine and no speech-to-text: those fail with a
+message that says what is missing and what to do instead.
 """
 
 from __future__ import annotations
@@ -28,6 +27,7 @@ class Route(Enum):
 ROUTES: dict[str, Route] = {
     ".pdf": Route.PDF,
     ".pptx": Route.SLIDES,
+    ".ppt": Route.SLIDES,  # PowerPoint 97-2003, read by `powerpoint`
     ".xlsx": Route.SHEETS,
     ".xls": Route.SHEETS,
     ".docx": Route.DOCUMENT,

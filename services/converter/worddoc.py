@@ -27,9 +27,9 @@ from dataclasses import dataclass, field
 
 import olefile
 
-from libs.encodings import canonical
 from libs.errors import ConversionError
 from services.converter.blocks import Blocks
+from services.converter.olesummary import summary_title
 from services.converter.rtf import rtf_markdown
 from services.converter.wordbinary import (
     BULLET_FORMAT,
@@ -65,7 +65,7 @@ def word_markdown(data: bytes, name: str) -> tuple[str, str]:
                 )
             tables = {t: ole.openstream(t).read() for t in ("0Table", "1Table") if ole.exists(t)}
             word = read_word_file(ole.openstream("WordDocument").read(), tables, name)
-            title = _title(ole)
+            title = summary_title(ole)
         return _markdown(word), title
     except ConversionError:
         raise
@@ -186,16 +186,3 @@ def _plain(text: str) -> str:
     """A note's or a text box's text: fields as their results, paragraphs as lines."""
     text = re.sub(r"[\r\x07\x0b\x0c]", "\n", _FIELD_CODE.sub("", text))
     return "".join(c for c in text if c >= " " or c in "\t\n")
-
-
-def _title(ole: olefile.OleFileIO) -> str:
-    meta = ole.get_metadata()
-    title = meta.title
-    if isinstance(title, bytes):
-        page = (meta.codepage or 1252) & 0xFFFF
-        codec = {65001: "utf-8", 1200: "utf-16-le"}.get(page) or f"cp{page}"
-        try:
-            title = title.decode(canonical(codec), "replace")
-        except LookupError:
-            title = title.decode("cp1252", "replace")
-    return (title or "").replace("\x00", "").strip()

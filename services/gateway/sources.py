@@ -190,6 +190,7 @@ _CONTENT_TYPES = {
     "application/zip": ".zip",
     "application/epub+zip": ".epub",
     "application/msword": ".doc",
+    "application/vnd.ms-powerpoint": ".ppt",
     "application/vnd.oasis.opendocument.text": ".odt",
     "application/vnd.oasis.opendocument.spreadsheet": ".ods",
     "application/vnd.oasis.opendocument.presentation": ".odp",

@@ -279,7 +279,7 @@ async def test_scanned_pdf_is_no_text_with_a_hint(client: httpx.AsyncClient) -> 
             ("corrupt", ".msg"),
         ),
         ("scan.png", b"\x89PNG\r\n\x1a\n" + bytes(64), 422, "unsupported_format", ("OCR",)),
-        ("deck.ppt", b"\xd0\xcf\x11\xe0" + bytes(64), 422, "unsupported_format", (".pptx",)),
+        ("deck.ppt", b"\xd0\xcf\x11\xe0" + bytes(64), 422, "conversion_failed", ("PowerPoint",)),
         ("memo.doc", b"\xd0\xcf\x11\xe0" + bytes(64), 422, "conversion_failed", ("Word",)),
         ("broken.pdf", b"%PDF-1.4\n this is not a PDF", 422, "conversion_failed", ("corrupt",)),
         ("broken.docx", b"PK\x03\x04 not a zip", 422, "conversion_failed", ("corrupt",)),

@@ -92,62 +92,6 @@ def test_footnotes_text_boxes_and_what_is_left_out(converter: DocumentConverter,
     assert "Check this number" not in markdown
 
 
-def test_word_97_tables_lists_and_characters_beyond_the_bmp(converter: DocumentConverter) -> None:
-    """Empty cells keep their place (a row ends at its own mark, not at two marks in a row),
-    nested bullets, a line break, and UTF-16 surrogate pairs read as one character each."""
-    document = convert(converter, "cells.doc")
-    assert document.title == "Inventory \U0001f600"  # the summary information's title
-    assert document.markdown == (
-        "# Inventory\n\nStock counted on \U0001d7da March, with a smile \U0001f600.\n\n"
-        "| Item | Shelf | Count |\n| --- | --- | --- |\n| Bolts | | 40 |\n| | B2 | |\n"
-        "| Nuts | C3 | 12 |\n\n- checked by Ana\n   - second pass by Li\n- signed off\n\n"
-        "Line one\nline two"
-    )
-
-
-def test_a_document_saved_by_word(converter: DocumentConverter) -> None:
-    """A file Microsoft Word saved (oletools' test file): its Heading 1, umlauts and sharp s
-    in 8-bit pieces."""
-    markdown = convert(converter, "word2016.doc").markdown
-    assert markdown.startswith("# Test\n\nThis is a harmless test document.\n\n")
-    assert "some \u00fcnic\u00f6de-\u00dftring\u00df and different text sizes" in markdown
-
-
-@pytest.mark.parametrize(("source", "shape"), [("notes.rtf", "rtf"), ("notes.html", "html")])
-def test_a_doc_that_is_really_rtf_or_a_web_page(
-    converter: DocumentConverter, source: str, shape: str
-) -> None:
-    """WordPad and many web applications save RTF or HTML under a .doc name: read as such."""
-    document = converter.convert((OFFICE / source).read_bytes(), "exported.doc")
-    assert document.file_type == "doc"
-    if shape == "rtf":
-        assert document.markdown == NOTES
-    assert document.markdown.startswith("# Carnet de recettes\n\nUne crème brûlée")
-    assert "| Cuisson | 45 min | 150 °C |" in document.markdown
-
-
-def test_word_files_that_cannot_be_read_say_why(converter: DocumentConverter) -> None:
-    with pytest.raises(ConversionError, match="password-protected; remove the password"):
-        convert(converter, "encrypted.doc")
-    word95 = bytearray((OFFICE / "notes.doc").read_bytes())
-    # The WordDocument stream starts a sector with its FIB: wIdent 0xA5EC, then nFib.
-    start = next(at for at in range(512, len(word95), 512) if word95[at : at + 2] == b"\xec\xa5")
-    word95[start + 2 : start + 4] = (104).to_bytes(2, "little")  # nFib 104: Word 95
-    with pytest.raises(ConversionError, match=r"Word 6\.0/95 format.*save it as \.docx"):
-        converter.convert(bytes(word95), "old.doc")
-    with pytest.raises(ConversionError, match=r"the Word file is damaged \(.+\); open it in Word"):
-        converter.convert((OFFICE / "notes.doc").read_bytes()[:6000], "cut.doc")
-    with pytest.raises(ConversionError, match="no WordDocument stream"):
-        converter.convert(
-            (OFFICE / "encrypted.doc")
-            .read_bytes()
-            .replace("WordDocument".encode("utf-16-le"), "WordDokument".encode("utf-16-le")),
-            "x.doc",
-        )
-    with pytest.raises(ConversionError, match="not a Word 97-2003 document"):
-        converter.convert(b"plain words", "memo.doc")
-
-
 def test_sheets_are_pages(converter: DocumentConverter) -> None:
     """Each sheet under its name, one table, as markitdown gives .xlsx; the 16,384 repeated
     empty columns and million empty rows a sheet ends with are not written out."""
@@ -166,8 +110,11 @@ def test_sheets_are_pages(converter: DocumentConverter) -> None:
     assert markdown[first.start : first.end].startswith("## Sheet1")
 
 
-def test_slides_are_pages_with_their_notes(converter: DocumentConverter) -> None:
-    document = convert(converter, "slides.odp")
+@pytest.mark.parametrize("name", ["slides.odp", "slides.ppt"])
+def test_slides_are_pages_with_their_notes(converter: DocumentConverter, name: str) -> None:
+    """The same three slides from LibreOffice's OpenDocument and PowerPoint 97 files: a
+    title slide, nested bullets with speaker notes, a table."""
+    document = convert(converter, name)
     markdown = document.markdown
     assert document.page_count == 3 and [p.page for p in document.pages] == [1, 2, 3]
     assert document.title == "Quarterly review"

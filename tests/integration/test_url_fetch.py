@@ -225,6 +225,7 @@ async def test_a_text_body_is_handed_on_in_utf8_by_the_charset_its_server_names(
         ("text/rtf; charset=windows-1252", "download.rtf"),
         ("application/rtf", "download.rtf"),
         ("application/msword", "download.doc"),
+        ("application/vnd.ms-powerpoint", "download.ppt"),
         ("message/rfc822", "download.eml"),
     ],
 )

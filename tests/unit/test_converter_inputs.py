@@ -27,6 +27,7 @@ LIMITS = ArchiveLimits(max_entries=20, max_uncompressed_bytes=1_000_000, max_dep
         ("nb.ipynb", Route.TEXT),
         ("book.epub", Route.DOCUMENT),
         ("memo.doc", Route.DOCUMENT),
+        ("deck.ppt", Route.SLIDES),
         ("files.zip", Route.ARCHIVE),
     ],
 )
@@ -40,7 +41,6 @@ def test_supported_files_are_routed(filename: str, route: Route) -> None:
         ("scan.png", ["OCR", "ingest_content"]),
         ("photo.JPEG", ["OCR"]),
         ("talk.mp3", ["speech-to-text", "ingest_content"]),
-        ("old.ppt", ["save it as .pptx"]),
         ("random.bin", ["'.bin' files are not supported", ".pdf", ".docx", ".zip"]),
         ("Makefile", ["without an extension"]),
     ],
