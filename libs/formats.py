@@ -46,12 +46,15 @@ KNOWN_EXTENSIONS = frozenset(SPEC_EXTENSIONS + EXTRA_EXTENSIONS)
 # What this release's converter and chunker make of a file: raised in a release whose
 # converter or chunker gives other Markdown or chunks for the same bytes. Each document
 # records the revision it was made with (0: made before 0.8.5, which did not record it). One
-# from an older revision is stale: when its bytes come again (an upload, a sync pass, a
-# folder or repository ingest, ingest_url, ingest_content) it is converted again instead of
-# skipped as unchanged, and the manifest (`GET /sources`) says `stale` so that a sync client
-# sends it again. 1: 0.8.5 (legacy encodings, separators, ZIP members, table headers,
-# e-mail, front matter titles: docs/mcp-tool-spec.md, 0.8.4).
-CONVERTER_REVISION = 1
+# made before its file type last changed (`CHANGED_AT`) is stale: when its bytes come again
+# (an upload, a sync pass, a folder or repository ingest, ingest_url, ingest_content) it is
+# converted again instead of skipped as unchanged, and the manifest (`GET /sources`) says
+# `stale` so that a sync client sends it again. Documents of the other types stay current.
+# 1: 0.8.5, every type (legacy encodings, separators, ZIP members, table headers, e-mail,
+# front matter titles: docs/mcp-tool-spec.md, 0.8.4). 2: 0.8.6, RTF and OpenDocument (hidden
+# text and tracked deletions left out) and ZIP archives (their .doc and .ppt members read).
+CONVERTER_REVISION = 2
+CHANGED_AT: dict[str, int] = {"rtf": 2, "odt": 2, "ods": 2, "odp": 2, "zip": 2}
 CONVERTIBLE_EXTENSIONS = KNOWN_EXTENSIONS - frozenset(UNAVAILABLE)
 
 
@@ -81,3 +84,9 @@ def check_convertible(name: str) -> None:
         f"{', '.join(sorted(CONVERTIBLE_EXTENSIONS))}. For other text, index it with "
         "ingest_content."
     )
+
+
+def is_current(conversion: int, file_type: str) -> bool:
+    """Whether a document of `file_type` made by converter revision `conversion` converts as
+    this release would convert it (see `CONVERTER_REVISION`)."""
+    return conversion >= CHANGED_AT.get(file_type.lower().lstrip("."), 1)

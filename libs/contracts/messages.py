@@ -22,7 +22,7 @@ from libs.contracts.fields import (
 )
 from libs.contracts.tools import DocumentInfo
 from libs.errors import InvalidInputError
-from libs.formats import CONVERTER_REVISION
+from libs.formats import is_current
 from libs.vectors import Matrix, decode
 
 # ------------------------------------------------------------------- converter messages
@@ -166,8 +166,9 @@ class LookupResponse(Out):
 
     @property
     def current(self) -> bool:
-        """Whether the document was made by this release's converter (or a newer one)."""
-        return self.conversion >= CONVERTER_REVISION
+        """Whether the document converts as this release would convert it (made by this
+        release's converter, a newer one, or an older one its file type has not changed in)."""
+        return self.document is not None and is_current(self.conversion, self.document.file_type)
 
 
 class IndexSearchRequest(Model):

@@ -3,8 +3,9 @@ sources (`GET /sources`), delete by source, and the cursor that pages through th
 
 The manifest lists each live document's source with the SHA-256 of the bytes it was made
 from (`content_sha256`), which a client computes from its file without converting anything:
-equal digests mean the upload would be `skipped`, unless the entry is `stale` (made by an
-older converter, `libs.formats.CONVERTER_REVISION`), when the same bytes are converted anew.
+equal digests mean the upload would be `skipped`, unless the entry is `stale` (made before
+its file type's conversion last changed, `libs.formats.CONVERTER_REVISION`), when the same
+bytes are converted anew.
 Pages are ordered by source and keyed on it (keyset pagination), so a page never repeats or
 skips a source when others are added or deleted between pages; the cursor is opaque to
 callers.
@@ -29,7 +30,7 @@ from libs.contracts.fields import (
     ToolInput,
 )
 from libs.errors import InvalidInputError
-from libs.formats import CONVERTER_REVISION
+from libs.formats import is_current
 
 MAX_CURSOR_CHARS = 4 * MAX_SOURCE_CHARS
 
@@ -83,7 +84,7 @@ class SourceEntry(Out):
     @property
     def stale(self) -> bool:
         """Made by an older converter: sending the same bytes again converts them anew."""
-        return self.conversion < CONVERTER_REVISION
+        return not is_current(self.conversion, self.file_type)
 
 
 class SourceList(Out):

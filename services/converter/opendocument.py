@@ -9,8 +9,9 @@ title. The body is walked in document order:
   Title style, as a converted .docx or .html writes them) as `#` headings; paragraphs; lists as
   `-` or `1.` items, nested by indentation; tables as Markdown tables whose first row is the
   header; links as `[text](href)`; footnotes as `[^n]` marks with their text at the end;
-  text boxes and sections in place. Tables of contents, tracked deletions and comments are
-  left out: they repeat or are not the text;
+  text boxes and sections in place. Tables of contents, tracked deletions, hidden text (a
+  text style that does not display) and comments are left out: they repeat or are not the
+  text;
 - spreadsheets: each sheet with text as `## Sheet name` and one table (repeated cells are
   expanded, empty rows and trailing empty columns dropped), the shape markitdown gives .xlsx,
   so that sheets become pages the same way;
@@ -148,9 +149,13 @@ class _Styles:
         self.parent: dict[str, str] = {}
         self.level: dict[str, int] = {}
         self.numbered: dict[str, set[int]] = {}
+        self.hidden: set[str] = set()  # text styles that do not display their text
         for root in roots:
             for style in root.iter(_q("style:style")):
                 name = _attr(style, "style:name")
+                properties = style.find(_q("style:text-properties"))
+                if properties is not None and _attr(properties, "text:display") == "none":
+                    self.hidden.add(name)
                 self.parent[name] = _attr(style, "style:parent-style-name")
                 level = _attr(style, "style:default-outline-level")
                 if level.isdigit():
@@ -269,6 +274,8 @@ class _Writer:
         for child in element:
             if child.tag in _SKIP_TAGS or _is(child, "draw:frame"):
                 pass
+            elif _is(child, "text:span") and _attr(child, "text:style-name") in self.styles.hidden:
+                pass  # hidden text
             elif _is(child, "text:s"):
                 yield " " * min(int(_attr(child, "text:c", "1") or 1), 8)
             elif _is(child, "text:tab"):

@@ -18,7 +18,7 @@ document sees, in order:
 
 Font, colour and style tables, pictures, objects, headers and footers, tables of contents,
 other fields' instructions and every `{\\* ...}` destination a reader does not know are
-skipped, as the format says.
+skipped, as the format says; so are hidden text (`\\v`) and tracked deletions (`\\deleted`).
 """
 
 from __future__ import annotations
@@ -72,6 +72,7 @@ class _Group:
     link: str = ""  # a hyperlink field's target, and where its shown text starts
     mark: int = 0
     font: int = -1  # the font in use (\\fN): its character set decodes `\\'hh`
+    hidden: bool = False  # hidden text (\\v) or a tracked deletion (\\deleted)
 
 
 @dataclass
@@ -150,7 +151,9 @@ def rtf_markdown(data: bytes, name: str) -> tuple[str, str]:
         _flush(stack, reader)
         if brace == b"{":
             inherited = group.destination if group.destination in _TEXT_DESTINATIONS else b""
-            stack.append(_Group(group.skip, group.uc, inherited, font=group.font))
+            stack.append(
+                _Group(group.skip, group.uc, inherited, font=group.font, hidden=group.hidden)
+            )
         elif brace == b"}":
             _close(stack.pop(), stack, reader)
         elif word is not None:
@@ -243,7 +246,9 @@ def _word(word: bytes, number: bytes | None, stack: list[_Group], reader: _Reade
     elif word == b"f" and value is not None:
         group.font = value
     elif word == b"plain":
-        group.font = -1
+        group.font, group.hidden = -1, False
+    elif word in (b"v", b"deleted"):
+        group.hidden = value != 0
     elif word == b"outlinelevel" and value is not None:
         reader.outline = value
     elif word == b"ilvl" and value is not None:
@@ -273,6 +278,8 @@ def _inside(stack: list[_Group], destination: bytes) -> bool:
 
 def _emit(text: str, stack: list[_Group], reader: _Reader) -> None:
     group = stack[-1]
+    if group.hidden and group.destination not in (_TITLE, _STYLE):
+        return
     if group.destination == _TITLE:
         reader.title += text
     elif group.destination == _STYLE:

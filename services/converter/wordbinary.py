@@ -22,6 +22,7 @@ from __future__ import annotations
 import bisect
 import struct
 from array import array
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from libs.errors import ConversionError
@@ -31,7 +32,7 @@ _IDENT = 0xA5EC
 _FIRST_WORD_97 = 0xC0  # nFib: Word 6 wrote 101, Word 95 104, Word 97 and later 0xC1 or more
 _ENCRYPTED, _OBFUSCATED, _TABLE_1 = 0x0100, 0x8000, 0x0200
 # FibRgFcLcb97 entries (fc, lcb pairs), by index.
-_STSHF, _FND_REF, _FND_TXT, _PAPX, _CLX = 1, 2, 3, 13, 33
+_STSHF, _FND_REF, _FND_TXT, _CHPX, _PAPX, _CLX = 1, 2, 3, 12, 13, 33
 _END_REF, _END_TXT, _LST, _LFO = 46, 47, 73, 74
 # FibRgLw97 from ccpText on: body, footnotes, headers, macros, comments, endnotes, text boxes.
 _CCP_FIRST, _STORIES = 3, 7
@@ -42,6 +43,8 @@ BULLET_FORMAT, NO_NUMBER_FORMAT = 23, 255
 _IN_TABLE, _ROW_END, _DEPTH = 0x2416, 0x2417, 0x6649
 _LIST, _LIST_LEVEL, _OUTLINE = 0x460B, 0x260A, 0x2640
 _TABLE_DEFINITION, _TAB_CHANGE = 0xD608, 0xC615
+_DELETED, _HIDDEN = 0x0800, 0x083C  # character sprms: a tracked deletion, hidden text
+_FIELD_MARKS = frozenset("\x13\x14\x15")
 _SPRA_SIZE = (1, 1, 2, 4, 2, 2, 0, 3)
 _END = 1 << 62
 
@@ -64,6 +67,7 @@ class WordFile:
     counts: list[int]  # characters in each story: body, footnotes, headers, ..., text boxes
     pieces: list[tuple[int, int, int, bool]] = field(default_factory=list)  # cp, end, fc, 8-bit
     runs: list[tuple[int, int, Paragraph]] = field(default_factory=list)  # fc, end, properties
+    hidden: list[tuple[int, int]] = field(default_factory=list)  # fc, end of hidden text
     headings: dict[int, int] = field(default_factory=dict)  # style -> level
     lists: dict[int, tuple[int, dict[int, tuple[int, int]]]] = field(default_factory=dict)
 
@@ -80,12 +84,36 @@ class WordFile:
             low, high = max(cp, start), min(stop, end)
             if low >= high:
                 continue
+            width = 1 if narrow else 2
+            position = fc + width * (low - cp)
             if narrow:
-                parts.append(self.word[fc + low - cp : fc + high - cp].decode("cp1252", "replace"))
+                chunk = self.word[position : position + high - low].decode("cp1252", "replace")
             else:  # code units one by one: a surrogate pair stays two characters, two CPs
-                units = array("H", self.word[fc + 2 * (low - cp) : fc + 2 * (high - cp)])
-                parts.append("".join(map(chr, units)))
+                units = array("H", self.word[position : position + 2 * (high - low)])
+                chunk = "".join(map(chr, units))
+            parts.append(self._unhidden(chunk, position, width))
         return "".join(parts)
+
+    def _unhidden(self, chunk: str, position: int, width: int) -> str:
+        """`chunk`, read from stream position `position`, with its hidden and deleted
+        characters as NULs (which the reader drops), so that character positions still count
+        from the start; field marks stay, so that a field keeps its shape."""
+        end = position + width * len(chunk)
+        index = max(bisect.bisect_right(self.hidden, (position, _END)) - 1, 0)
+        characters: list[str] | None = None
+        for start, stop in self.hidden[index:]:
+            if start >= end:
+                break
+            low, high = (
+                (max(start, position) - position) // width,
+                (min(stop, end) - position) // width,
+            )
+            if low < high:
+                characters = characters or list(chunk)
+                for i in range(low, high):
+                    if characters[i] not in _FIELD_MARKS:
+                        characters[i] = "\x00"
+        return "".join(characters) if characters else chunk
 
     def paragraph_at(self, cp: int) -> Paragraph:
         """The properties of the paragraph whose mark is the character at `cp`."""
@@ -152,6 +180,7 @@ def read_word_file(word: bytes, tables: dict[str, bytes], name: str) -> WordFile
     document = WordFile(word, table, pairs, [max(count, 0) for count in counts])
     document.pieces = _pieces(document.pair(_CLX))
     document.runs = _paragraph_runs(word, document.pair(_PAPX))
+    document.hidden = _hidden_runs(word, document.pair(_CHPX))
     document.headings = _heading_styles(document.pair(_STSHF))
     document.lists = _lists(
         table, pairs[_LST] if len(pairs) > _LST else (0, 0), document.pair(_LFO)
@@ -178,28 +207,48 @@ def _pieces(clx: bytes) -> list[tuple[int, int, int, bool]]:
     return pieces
 
 
-def _paragraph_runs(word: bytes, plc: bytes) -> list[tuple[int, int, Paragraph]]:
-    """Paragraph properties by stream position, from each 512-byte formatting page."""
+def _formatting_runs(word: bytes, plc: bytes, entry: int) -> Iterator[tuple[int, int, bytes, int]]:
+    """(start, end, page, offset) of each run of the 512-byte formatting pages a PlcBtePapx or
+    PlcBteChpx lists: its stream positions, and where in its page its properties are (0:
+    none). `entry` is the size of a run's entry after the positions (13 for paragraphs, 1
+    for characters)."""
     count = (len(plc) - 4) // 8
-    runs = []
     for (page,) in struct.iter_unpack("<I", plc[4 * (count + 1) : 4 * (count + 1) + 4 * count]):
         fkp = word[512 * (page & 0x3FFFFF) : 512 * (page & 0x3FFFFF) + 512]
         crun = fkp[511]
         fcs = struct.unpack_from(f"<{crun + 1}I", fkp, 0)
         for i in range(crun):
-            offset = 2 * fkp[4 * (crun + 1) + 13 * i]
-            paragraph = Paragraph()
-            if offset:
-                size = fkp[offset]
-                start, length = (
-                    (offset + 2, 2 * fkp[offset + 1]) if size == 0 else (offset + 1, 2 * size - 1)
-                )
-                properties = fkp[start : start + length]
-                paragraph.style = struct.unpack_from("<H", properties, 0)[0]
-                _apply(paragraph, properties[2:])
-            runs.append((fcs[i], fcs[i + 1], paragraph))
+            yield fcs[i], fcs[i + 1], fkp, 2 * fkp[4 * (crun + 1) + entry * i]
+
+
+def _paragraph_runs(word: bytes, plc: bytes) -> list[tuple[int, int, Paragraph]]:
+    """Paragraph properties by stream position."""
+    runs = []
+    for start, end, fkp, offset in _formatting_runs(word, plc, 13):
+        paragraph = Paragraph()
+        if offset:
+            size = fkp[offset]
+            at, length = (
+                (offset + 2, 2 * fkp[offset + 1]) if size == 0 else (offset + 1, 2 * size - 1)
+            )
+            properties = fkp[at : at + length]
+            paragraph.style = struct.unpack_from("<H", properties, 0)[0]
+            _apply(paragraph, properties[2:])
+        runs.append((start, end, paragraph))
     runs.sort(key=lambda run: run[0])
     return runs
+
+
+def _hidden_runs(word: bytes, plc: bytes) -> list[tuple[int, int]]:
+    """The stream positions of text formatted hidden or deleted with tracked changes."""
+    runs = []
+    for start, end, fkp, offset in _formatting_runs(word, plc, 1):
+        if offset and any(
+            sprm in (_DELETED, _HIDDEN) and operand[:1] in (b"\x01", b"\x81")
+            for sprm, operand in _sprms(fkp[offset + 1 : offset + 1 + fkp[offset]])
+        ):
+            runs.append((start, end))
+    return sorted(runs)
 
 
 def _sprms(grpprl: bytes) -> list[tuple[int, bytes]]:

@@ -190,8 +190,9 @@ class Pipeline:
         async with self._locks.hold((library, source)):
             found = await self.index.lookup(library, source)
             existing = found.document
-            # Unchanged bytes made by this release's converter are skipped; made by an
-            # older one (`libs.formats.CONVERTER_REVISION`), they are converted anew.
+            # Unchanged bytes that convert as this release would convert them are skipped;
+            # made before their file type's conversion changed
+            # (`libs.formats.CONVERTER_REVISION`), they are converted anew.
             if existing is not None and existing.content_hash == digest and found.current:
                 return IngestResult(
                     status="skipped",

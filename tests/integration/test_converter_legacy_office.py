@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import struct
+import zipfile
 
 import openpyxl
 import pptx
@@ -179,3 +180,15 @@ def test_powerpoint_files_that_cannot_be_read_say_why(converter: DocumentConvert
     cut = (OFFICE / "slides.ppt").read_bytes()
     with pytest.raises(ConversionError, match=r"damaged|not a PowerPoint"):
         converter.convert(cut[: len(cut) // 2], "cut.ppt")
+
+
+def test_word_and_powerpoint_members_of_a_zip_are_read(converter: DocumentConverter) -> None:
+    """Until 0.8.6 a ZIP's .doc and .ppt members were left out (so ZIP documents are stale
+    from revision 2 on, `libs.formats.CHANGED_AT`)."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("memo/notes.doc", (OFFICE / "notes.doc").read_bytes())
+        archive.writestr("deck/slides.ppt", (OFFICE / "slides.ppt").read_bytes())
+    markdown = converter.convert(buffer.getvalue(), "bundle.zip").markdown
+    assert "| Cuisson | 45 min | 150 °C |" in markdown
+    assert "Mention the Lyon lease signing date." in markdown

@@ -92,6 +92,20 @@ def test_footnotes_text_boxes_and_what_is_left_out(converter: DocumentConverter,
     assert "Check this number" not in markdown
 
 
+@pytest.mark.parametrize("name", ["revisions.odt", "revisions.rtf", "revisions.doc"])
+def test_tracked_deletions_and_hidden_text_are_not_the_text(
+    converter: DocumentConverter, name: str
+) -> None:
+    """What a reader sees: an old price deleted with tracked changes (in a paragraph and as a
+    whole paragraph) and a hidden internal note are left out, the inserted price kept."""
+    document = convert(converter, name)
+    assert document.title == "Rate card"
+    assert document.markdown == (
+        "# Rates\n\nThe room costs 450 euros a night.\n\nCheckout is at noon.\n\n"
+        "Ask at the desk for late checkout."
+    )
+
+
 def test_sheets_are_pages(converter: DocumentConverter) -> None:
     """Each sheet under its name, one table, as markitdown gives .xlsx; the 16,384 repeated
     empty columns and million empty rows a sheet ends with are not written out."""

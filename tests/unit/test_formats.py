@@ -16,3 +16,30 @@ def test_known_but_unavailable_formats_match() -> None:
 
 def test_every_spec_extension_is_known() -> None:
     assert set(formats.SPEC_EXTENSIONS) <= formats.KNOWN_EXTENSIONS
+
+
+def test_a_document_is_stale_only_if_its_file_type_changed_since_it_was_made() -> None:
+    """Revision 1 (0.8.5) changed every type; revision 2 (0.8.6) RTF, OpenDocument and ZIP."""
+    newest = formats.CONVERTER_REVISION
+    assert formats.is_current(1, "pdf") and formats.is_current(1, ".docx")
+    assert not formats.is_current(1, "rtf") and not formats.is_current(1, "ODT")
+    assert not formats.is_current(1, "zip") and formats.is_current(2, "zip")
+    assert not formats.is_current(0, "pdf")  # made before 0.8.5: unknown, so stale
+    assert all(formats.is_current(newest, t) for t in ("pdf", "rtf", "ods", "md", "doc", ""))
+    assert set(formats.CHANGED_AT.values()) <= set(range(1, newest + 1))
+
+
+def test_the_manifest_and_the_lookup_say_stale_by_file_type() -> None:
+    from libs.contracts.messages import DocumentInfo, LookupResponse
+    from libs.contracts.sync import SourceEntry
+
+    def entry(file_type: str) -> SourceEntry:
+        return SourceEntry(
+            source=f"a.{file_type}", doc_id="d", content_sha256="0" * 64, chunk_count=1,
+            file_type=file_type, conversion=1,
+        )  # fmt: skip
+
+    assert not entry("pdf").stale and entry("rtf").stale
+    assert LookupResponse(document=None, conversion=formats.CONVERTER_REVISION).current is False
+    fields = DocumentInfo.model_fields
+    assert "file_type" in fields  # what `current` reads
