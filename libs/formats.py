@@ -23,8 +23,9 @@ SPEC_EXTENSIONS = (
 TEXT_EXTENSIONS = (
     ".markdown", ".mdx", ".text", ".rst", ".adoc", ".asciidoc", ".yaml", ".yml", ".toml",
 )  # fmt: skip
-# OpenDocument (LibreOffice) text, spreadsheets and presentations, and Rich Text Format.
-OFFICE_EXTENSIONS = (".odt", ".ods", ".odp", ".rtf")
+# OpenDocument (LibreOffice) text, spreadsheets and presentations, packaged and flat, and Rich
+# Text Format.
+OFFICE_EXTENSIONS = (".odt", ".ods", ".odp", ".fodt", ".fods", ".fodp", ".rtf")
 EXTRA_EXTENSIONS = (".epub", ".ipynb", ".tsv", ".msg", ".eml", *OFFICE_EXTENSIONS, *TEXT_EXTENSIONS)
 
 _OCR = (

@@ -15,7 +15,7 @@ SUPPORTED_EXTENSIONS = frozenset(
     {".pdf", ".docx", ".doc", ".pptx", ".ppt", ".xlsx", ".xls", ".html", ".htm", ".txt", ".md",
      ".csv", ".json", ".xml", ".zip", ".epub", ".ipynb", ".tsv", ".markdown", ".mdx", ".text",
      ".rst", ".adoc", ".asciidoc", ".yaml", ".yml", ".toml", ".msg", ".eml", ".odt", ".ods",
-     ".odp", ".rtf"}
+     ".odp", ".fodt", ".fods", ".fodp", ".rtf"}
 )  # fmt: skip
 # What the gateway converts (libs.formats.CONVERTIBLE_EXTENSIONS; a test keeps them equal).
 

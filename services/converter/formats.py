@@ -48,6 +48,9 @@ ROUTES: dict[str, Route] = {
     ".odt": Route.DOCUMENT,  # OpenDocument, read by `opendocument`
     ".ods": Route.SHEETS,
     ".odp": Route.SLIDES,
+    ".fodt": Route.DOCUMENT,  # flat (single XML) OpenDocument
+    ".fods": Route.SHEETS,
+    ".fodp": Route.SLIDES,
     ".rtf": Route.DOCUMENT,  # Rich Text Format, read by `rtf`
     **{ext: Route.TEXT for ext in TEXT_EXTENSIONS},
 }

@@ -36,7 +36,7 @@ from defusedxml.ElementTree import ParseError, fromstring
 
 from libs.errors import ConversionError
 from libs.tables import markdown_table
-from services.converter.archive import open_zip
+from services.converter.archive import is_zip, open_zip
 
 _NS = {
     "office": "urn:oasis:names:tc:opendocument:xmlns:office:1.0",
@@ -81,21 +81,26 @@ _ROW_GROUPS = frozenset(
 
 
 def opendocument_markdown(data: bytes, name: str) -> tuple[str, str]:
-    """The Markdown of the OpenDocument file `data` and its title ('' when it has none)."""
-    with open_zip(data, name) as archive:
-        _refuse_encrypted(archive, name)
-        content = _xml(archive, "content.xml", name)
-        styles = _xml(archive, "styles.xml", name)
-        meta = _xml(archive, "meta.xml", name)
+    """The Markdown of the OpenDocument file `data` and its title ('' when it has none):
+    a package (a ZIP of content.xml, styles.xml, meta.xml) or a flat XML file (`.fodt`,
+    `.fods`, `.fodp`: the three in one `office:document`)."""
+    if not is_zip(data) and data.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"<"):
+        content = styles = meta = _parse(data, "XML", name)
+    else:
+        with open_zip(data, name) as archive:
+            _refuse_encrypted(archive, name)
+            content = _xml(archive, "content.xml", name)
+            styles = _xml(archive, "styles.xml", name)
+            meta = _xml(archive, "meta.xml", name)
     body = None if content is None else content.find(_q("office:body"))
     if content is None or body is None:
         raise ConversionError(
-            f"could not convert '{name}': it has no content.xml with a body, so it is not an "
-            "OpenDocument file; check that it opens in LibreOffice"
+            f"could not convert '{name}': it has no content.xml (or flat XML document) with a "
+            "body, so it is not an OpenDocument file; check that it opens in LibreOffice"
         )
     title_element = None if meta is None else meta.find(f".//{_q('dc:title')}")
     title = "" if title_element is None else "".join(title_element.itertext()).strip()
-    writer = _Writer(_Styles([content, *([] if styles is None else [styles])]))
+    writer = _Writer(_Styles({id(r): r for r in (content, styles) if r is not None}.values()))
     try:
         for kind in body:
             if _is(kind, "office:spreadsheet"):
@@ -131,6 +136,10 @@ def _xml(archive: zipfile.ZipFile, member: str, name: str) -> Element | None:
         raise ConversionError(
             f"could not convert '{name}': {member} is unreadable ({exc})"
         ) from exc
+    return _parse(raw, member, name)
+
+
+def _parse(raw: bytes, member: str, name: str) -> Element:
     try:
         parsed: Element = fromstring(raw)
         return parsed

@@ -77,7 +77,7 @@ def test_a_text_document_in_either_format(converter: DocumentConverter, name: st
     assert document.page_count == 0
 
 
-@pytest.mark.parametrize("name", ["report.odt", "report.rtf", "report.doc"])
+@pytest.mark.parametrize("name", ["report.odt", "report.fodt", "report.rtf", "report.doc"])
 def test_footnotes_text_boxes_and_what_is_left_out(converter: DocumentConverter, name: str) -> None:
     document = convert(converter, name)
     markdown = document.markdown
@@ -106,10 +106,11 @@ def test_tracked_deletions_and_hidden_text_are_not_the_text(
     )
 
 
-def test_sheets_are_pages(converter: DocumentConverter) -> None:
+@pytest.mark.parametrize("name", ["sheets.ods", "sheets.fods"])
+def test_sheets_are_pages(converter: DocumentConverter, name: str) -> None:
     """Each sheet under its name, one table, as markitdown gives .xlsx; the 16,384 repeated
     empty columns and million empty rows a sheet ends with are not written out."""
-    document = convert(converter, "sheets.ods")
+    document = convert(converter, name)
     markdown = document.markdown
     assert document.page_count == 2 and [p.page for p in document.pages] == [1, 2]
     assert markdown.startswith(
@@ -124,7 +125,7 @@ def test_sheets_are_pages(converter: DocumentConverter) -> None:
     assert markdown[first.start : first.end].startswith("## Sheet1")
 
 
-@pytest.mark.parametrize("name", ["slides.odp", "slides.ppt"])
+@pytest.mark.parametrize("name", ["slides.odp", "slides.fodp", "slides.ppt"])
 def test_slides_are_pages_with_their_notes(converter: DocumentConverter, name: str) -> None:
     """The same three slides from LibreOffice's OpenDocument and PowerPoint 97 files: a
     title slide, nested bullets with speaker notes, a table."""
@@ -152,8 +153,10 @@ def _zip(members: dict[str, bytes]) -> bytes:
 def test_files_that_are_not_what_their_name_says(converter: DocumentConverter) -> None:
     with pytest.raises(ConversionError, match="not a readable ZIP container"):
         converter.convert(b"plain text, not a zip", "fake.odt")
-    with pytest.raises(ConversionError, match=r"no content\.xml with a body"):
+    with pytest.raises(ConversionError, match=r"no content\.xml \(or flat XML document\) with"):
         converter.convert(_zip({"mimetype": b"application/zip"}), "other.ods")
+    with pytest.raises(ConversionError, match=r"not an OpenDocument file"):
+        converter.convert(b"<html><body>a web page</body></html>", "page.fodt")
     with pytest.raises(ConversionError, match=r"content\.xml is not well-formed XML"):
         converter.convert(_zip({"content.xml": b"<office:document-content"}), "broken.odp")
     with pytest.raises(ConversionError, match="not an RTF document; check that it opens"):
@@ -178,6 +181,8 @@ def test_entities_and_passwords_are_refused(converter: DocumentConverter) -> Non
     )
     with pytest.raises(ConversionError, match="not well-formed XML"):
         converter.convert(_zip({"content.xml": bomb}), "entities.odt")
+    with pytest.raises(ConversionError, match="its XML is not well-formed XML"):
+        converter.convert(bomb, "entities.fodt")  # flat OpenDocument: the same parser
     manifest = (
         b'<manifest:manifest xmlns:manifest="urn:oasis:names:tc:opendocument:xmlns:manifest:1.0">'
         b'<manifest:file-entry manifest:full-path="content.xml"><manifest:encryption-data/>'

@@ -226,6 +226,7 @@ async def test_a_text_body_is_handed_on_in_utf8_by_the_charset_its_server_names(
         ("application/rtf", "download.rtf"),
         ("application/msword", "download.doc"),
         ("application/vnd.ms-powerpoint", "download.ppt"),
+        ("application/vnd.oasis.opendocument.text-flat-xml", "download.fodt"),
         ("message/rfc822", "download.eml"),
     ],
 )
