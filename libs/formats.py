@@ -3,9 +3,9 @@ convert, with why and what to do instead.
 
 `CONVERTIBLE_EXTENSIONS` is what converts here; `server_info`, `/upload`, `ingest_file` and
 `ingest_folder` all answer from it, and the converter routes exactly these (a test checks).
-The tool spec also lists images and audio: this build has no OCR
-engine and no speech-to-text, so those are refused with the
-reason from `UNAVAILABLE` (and skipped, reported as ignored, by folder scans).
+The tool spec also lists images and audio: this build has no OCR engine and no speech-to-text,
+so those are refused with the reason from `UNAVAILABLE` (and skipped, reported as ignored, by
+folder scans).
 """
 
 from __future__ import annotations

@@ -70,9 +70,10 @@ OWN_READERS: dict[str, Callable[[bytes, str], tuple[str, str]]] = {
     ".doc": word_markdown,
     ".ppt": ppt_markdown,
 }
-# Legacy Office names over other contents: a renamed Office Open XML file, or a web page, which
-# many web applications export as "Word" or "Excel" files.
+# Legacy Office names over other contents: a renamed Office Open XML file, or a web page or
+# tab-separated text, which many web applications export as "Word" or "Excel" files.
 _ZIPPED = {".doc": ".docx", ".ppt": ".pptx", ".xls": ".xlsx"}
+_OLE = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
 _WEB_PAGE = re.compile(rb"^\s*(?:<!doctype html|<html|<head|<meta|<table)", re.IGNORECASE)
 
 
@@ -275,12 +276,15 @@ class DocumentConverter:
 
 def _real_format(data: bytes, ext: str, route: Route) -> tuple[str, Route]:
     """What a legacy Office file really holds when it is not in its binary format: its Office
-    Open XML successor renamed, or a web page saved under its name (an RTF `.doc` is read by
+    Open XML successor renamed, a web page saved under its name, or (an `.xls`) delimited
+    text, read as a `.tsv` whose separator is found as a CSV's is (an RTF `.doc` is read by
     `worddoc` itself)."""
     if is_zip(data):
         return _ZIPPED[ext], route
     if ext != ".ppt" and _WEB_PAGE.match(data.lstrip(b"\xef\xbb\xbf")[:512]):
         return ".html", Route.TEXT
+    if ext == ".xls" and not data.startswith(_OLE) and b"\x00" not in data[:4096]:
+        return ".tsv", Route.TEXT
     return ext, route
 
 

@@ -159,12 +159,23 @@ def _xlsx() -> bytes:
             b"<table><tr><th>Item</th><th>Count</th></tr><tr><td>Bolts</td><td>40</td></tr></table>",
             "| Item | Count |\n| --- | --- |\n| Bolts | 40 |",
         ),
+        (
+            "report.xls",
+            b"Item\tCount\nBolts\t40\n",
+            "| Item | Count |\n| --- | --- |\n| Bolts | 40 |",
+        ),
+        (
+            "semi.xls",
+            "Item;Count\nBolts;40\n".encode("cp1252"),
+            "| Item | Count |\n| --- | --- |\n| Bolts | 40 |",
+        ),
     ],
 )
 def test_legacy_office_names_over_other_contents(
     converter: DocumentConverter, name: str, data: bytes, expected: str
 ) -> None:
-    """A renamed .pptx or .xlsx, and the HTML table web applications export as "Excel"."""
+    """A renamed .pptx or .xlsx, and the HTML table and delimited text web applications export
+    as "Excel"."""
     document = converter.convert(data, name)
     assert expected in document.markdown
     assert document.file_type == name.rsplit(".", 1)[1]
