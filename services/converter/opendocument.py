@@ -84,6 +84,9 @@ def opendocument_markdown(data: bytes, name: str) -> tuple[str, str]:
     """The Markdown of the OpenDocument file `data` and its title ('' when it has none):
     a package (a ZIP of content.xml, styles.xml, meta.xml) or a flat XML file (`.fodt`,
     `.fods`, `.fodp`: the three in one `office:document`)."""
+    content: Element | None
+    styles: Element | None
+    meta: Element | None
     if not is_zip(data) and data.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"<"):
         content = styles = meta = _parse(data, "XML", name)
     else:
