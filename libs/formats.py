@@ -1,8 +1,9 @@
 """File formats: the one table of what this build ingests, and of what it knows but cannot
 convert, with why and what to do instead.
 
-`CONVERTIBLE_EXTENSIONS` is what converts here; `server_info`, `/upload`, `ingest_file` and
-`ingest_folder` all answer from it, and the converter routes exactly these (a test checks).
+`CONVERTIBLE_EXTENSIONS` is what converts here; `server_info`, `/upload` and `ingest_file`
+answer from it, and the converter routes exactly these (a test checks). Folder scans take
+`SCANNED_EXTENSIONS`: the same less source code, which is converted only when named.
 The tool spec also lists images and audio: this build has no OCR engine and no speech-to-text,
 so those are refused with the reason from `UNAVAILABLE` (and skipped, reported as ignored, by
 folder scans).
@@ -56,7 +57,21 @@ KNOWN_EXTENSIONS = frozenset(SPEC_EXTENSIONS + EXTRA_EXTENSIONS)
 # text and tracked deletions left out) and ZIP archives (their .doc and .ppt members read).
 CONVERTER_REVISION = 2
 CHANGED_AT: dict[str, int] = {"rtf": 2, "odt": 2, "ods": 2, "odp": 2, "zip": 2}
-CONVERTIBLE_EXTENSIONS = KNOWN_EXTENSIONS - frozenset(UNAVAILABLE)
+# Source code: read as it is, definitions as the chunks' headings (`services.converter.code`).
+# Converted when named (an upload, ingest_file, ingest_url, a sync or ingest_repo `include`
+# pattern); folder scans, ingest_repo's default patterns and the sync client's scan leave them
+# out, so a folder or repository ingest picks the same files as before (not node_modules).
+CODE_EXTENSIONS = (
+    ".py", ".pyi", ".js", ".mjs", ".cjs", ".jsx", ".ts", ".mts", ".cts", ".tsx", ".java",
+    ".kt", ".kts", ".scala", ".groovy", ".go", ".rs", ".c", ".h", ".cc", ".cpp", ".cxx",
+    ".hpp", ".hh", ".cs", ".fs", ".swift", ".m", ".mm", ".rb", ".php", ".pl", ".pm", ".lua",
+    ".r", ".jl", ".dart", ".ex", ".exs", ".erl", ".hs", ".clj", ".elm", ".vue", ".svelte",
+    ".sh", ".bash", ".zsh", ".fish", ".ps1", ".psm1", ".bat", ".cmd", ".sql", ".proto",
+    ".graphql", ".gql", ".tf", ".hcl", ".css", ".scss", ".less",
+)  # fmt: skip
+# What folder scans pick: every convertible format but source code.
+SCANNED_EXTENSIONS = KNOWN_EXTENSIONS - frozenset(UNAVAILABLE)
+CONVERTIBLE_EXTENSIONS = SCANNED_EXTENSIONS | frozenset(CODE_EXTENSIONS)
 
 
 def extension_of(filename: str) -> str:
@@ -72,6 +87,11 @@ def is_convertible(filename: str) -> bool:
     return extension_of(filename) in CONVERTIBLE_EXTENSIONS
 
 
+def is_scanned(filename: str) -> bool:
+    """A file a folder scan picks: convertible, and not source code."""
+    return extension_of(filename) in SCANNED_EXTENSIONS
+
+
 def check_convertible(name: str) -> None:
     """Refuse a file this build cannot convert, saying why and what to do instead."""
     ext = extension_of(name)
@@ -82,8 +102,9 @@ def check_convertible(name: str) -> None:
     what = f"'{ext}' files" if ext else "files without an extension"
     raise UnsupportedFormatError(
         f"cannot convert '{name}': {what} are not supported. Supported extensions: "
-        f"{', '.join(sorted(CONVERTIBLE_EXTENSIONS))}. For other text, index it with "
-        "ingest_content."
+        f"{', '.join(sorted(SCANNED_EXTENSIONS))}, and source code "
+        f"({', '.join(CODE_EXTENSIONS[:8])}, ...: see server_info). For other text, index it "
+        "with ingest_content."
     )
 
 

@@ -17,13 +17,27 @@ SUPPORTED_EXTENSIONS = frozenset(
      ".rst", ".adoc", ".asciidoc", ".yaml", ".yml", ".toml", ".msg", ".eml", ".odt", ".ods",
      ".odp", ".fodt", ".fods", ".fodp", ".rtf"}
 )  # fmt: skip
-# What the gateway converts (libs.formats.CONVERTIBLE_EXTENSIONS; a test keeps them equal).
+# What the gateway converts and a scan takes (libs.formats.SCANNED_EXTENSIONS), and source
+# code, which it converts but a scan takes only when an `--include` glob names it
+# (libs.formats.CODE_EXTENSIONS; a test keeps both equal).
+CODE_EXTENSIONS = frozenset(
+    {".py", ".pyi", ".js", ".mjs", ".cjs", ".jsx", ".ts", ".mts", ".cts", ".tsx", ".java",
+     ".kt", ".kts", ".scala", ".groovy", ".go", ".rs", ".c", ".h", ".cc", ".cpp", ".cxx",
+     ".hpp", ".hh", ".cs", ".fs", ".swift", ".m", ".mm", ".rb", ".php", ".pl", ".pm", ".lua",
+     ".r", ".jl", ".dart", ".ex", ".exs", ".erl", ".hs", ".clj", ".elm", ".vue", ".svelte",
+     ".sh", ".bash", ".zsh", ".fish", ".ps1", ".psm1", ".bat", ".cmd", ".sql", ".proto",
+     ".graphql", ".gql", ".tf", ".hcl", ".css", ".scss", ".less"}
+)  # fmt: skip
 
 MAX_PATH = 260  # the classic Windows limit a path must stay under without the \\?\ prefix
 
 
 def is_supported(name: str) -> bool:
     return PurePath(name).suffix.lower() in SUPPORTED_EXTENSIONS
+
+
+def is_code(name: str) -> bool:
+    return PurePath(name).suffix.lower() in CODE_EXTENSIONS
 
 
 def clean_prefix(prefix: str) -> str:

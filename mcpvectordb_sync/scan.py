@@ -1,12 +1,13 @@
 """Walk the synced folder: which files to sync, under which source, and what could not be
 read.
 
-Only files with an extension the gateway converts are taken; `--include` globs (when given)
-must match and `--exclude` globs must not, each matched case-insensitively against the path
-relative to the folder (`/`-separated) and against the base name. Office's lock files
-(`~$report.docx`) are never taken. Symbolic links and junctions to folders are not followed
-(a loop cannot run forever; a link out of the folder is not synced). A subfolder that cannot
-be listed makes the scan incomplete, and an incomplete scan never leads to deletions.
+Only files with an extension the gateway converts are taken, source code only when an
+`--include` glob names it (`--include "*.py"`); `--include` globs (when given) must match and
+`--exclude` globs must not, each matched case-insensitively against the path relative to the
+folder (`/`-separated) and against the base name. Office's lock files (`~$report.docx`) are
+never taken. Symbolic links and junctions to folders are not followed (a loop cannot run
+forever; a link out of the folder is not synced). A subfolder that cannot be listed makes the
+scan incomplete, and an incomplete scan never leads to deletions.
 """
 
 from __future__ import annotations
@@ -17,7 +18,13 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import PurePath
 
-from mcpvectordb_sync.paths import casefold_duplicates, is_supported, long_path, source_of
+from mcpvectordb_sync.paths import (
+    casefold_duplicates,
+    is_code,
+    is_supported,
+    long_path,
+    source_of,
+)
 
 WINDOWS = os.name == "nt"
 
@@ -106,7 +113,7 @@ def scan(folder: str, prefix: str = "", filters: Filters | None = None) -> Scan:
                 if not entry.is_file():
                     continue
                 relative = "/".join(here)
-                if not is_supported(entry.name):
+                if not (is_supported(entry.name) or (filters.include and is_code(entry.name))):
                     result.ignored += 1
                     continue
                 if not filters.wants(relative):

@@ -5,7 +5,8 @@ drops the rest, so every chunk is measured with the model's own tokenizer and no
 
 1. The text is cut into page spans (PDF pages, slides, sheets) and, inside each, into
    sections at Markdown headings (ATX `#`..`######` and setext underlines, ignoring fenced
-   code). Each section remembers its heading path, H1 first.
+   code), or in source code at definitions (`code`). Each section remembers its heading
+   path, H1 first.
 2. Each section is tokenized once (one batch call for the whole document) and the token
    offsets give every possible cut its strength: paragraph > sentence > line > word >
    pre-token > sub-word.
@@ -37,6 +38,7 @@ from tokenizers import Encoding, Tokenizer
 from libs.contracts import Chunk
 from libs.modelfiles import bundled_tokenizer
 from libs.tables import tables_in
+from services.converter.code import DefinitionScanner
 from services.converter.headings import HeadingScanner
 from services.converter.lines import LineIndex
 
@@ -132,10 +134,15 @@ class Chunker:
         """Tokens the model sees for `text`, special tokens included."""
         return len(self._tokenizer.encode(text).ids)
 
-    def chunk(self, markdown: str, pages: Sequence[PageSpan] | None = None) -> list[Chunk]:
+    def chunk(
+        self, markdown: str, pages: Sequence[PageSpan] | None = None, *, code: bool = False
+    ) -> list[Chunk]:
+        """`code`: the text is source code, cut at definitions rather than headings."""
         if pages is None:
             pages = [PageSpan(0, 0, len(markdown))]
-        sections = self._sections(markdown, pages)
+        sections = self._sections(
+            markdown, pages, DefinitionScanner() if code else HeadingScanner()
+        )
         texts = [markdown[s.start : s.end] for s in sections]
         encodings = self._tokenizer.encode_batch(texts, add_special_tokens=False)
         pieces = self._pack(markdown, sections, encodings)
@@ -143,10 +150,11 @@ class Chunker:
 
     # ------------------------------------------------------------------ sections
 
-    def _sections(self, markdown: str, pages: Sequence[PageSpan]) -> list[_Section]:
+    def _sections(
+        self, markdown: str, pages: Sequence[PageSpan], scanner: HeadingScanner | DefinitionScanner
+    ) -> list[_Section]:
         sections: list[_Section] = []
         stack: list[tuple[int, str]] = []
-        scanner = HeadingScanner()
         for index, span in enumerate(pages):
             lines = markdown[span.start : span.end].split("\n")
             position = span.start

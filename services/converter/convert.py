@@ -30,7 +30,7 @@ from markitdown import (
     UnsupportedFormatException,
 )
 
-from libs.errors import ConversionError, NoTextError
+from libs.errors import ConversionError, NoTextError, UnsupportedFormatError
 from services.converter.archive import ArchiveLimits, check_archive, is_zip
 from services.converter.charset import DEFAULT_LEGACY, MARKUP, detect_charset
 from services.converter.chunk import PageSpan, has_text
@@ -84,6 +84,7 @@ class Document:
     file_type: str
     page_count: int
     pages: list[PageSpan]
+    code: bool = False  # source code: the chunker cuts at definitions (`code`)
 
 
 def normalise_text(text: str) -> str:
@@ -123,6 +124,8 @@ class DocumentConverter:
                 document = self._archive_document(data, name)
             elif ext in VERBATIM and not zipped:
                 document = self._verbatim_document(data, name, ext)
+            elif route is Route.CODE:
+                document = self._code_document(data, name, ext)
             elif ext in OWN_SEPARATOR and not zipped:
                 document = self._table_document(data, name, ext)
             elif route is Route.MAIL:
@@ -166,11 +169,29 @@ class DocumentConverter:
             pages=[PageSpan(0, 0, len(markdown))],
         )
 
+    def _code_document(self, data: bytes, name: str, ext: str) -> Document:
+        """Source code as it is (`code`): its lines are the document's, its name the title."""
+        if b"\x00" in data[:8192]:
+            raise ConversionError(
+                f"could not convert '{name}': it holds binary data, so it is not {ext} source "
+                "code (a compiled file or a video under the same extension?)"
+            )
+        markdown = normalise_text(self._decoded(data, name)).rstrip()
+        return Document(markdown, name, ext.lstrip("."), 0, [PageSpan(0, 0, len(markdown))], True)
+
     def _archive_document(self, data: bytes, name: str) -> Document:
-        """Each file of the archive converted as if ingested alone (`zipfiles`)."""
-        markdown = archive_markdown(
-            data, name, lambda member, path: self.convert(member, path).markdown
-        )
+        """Each file of the archive converted as if ingested alone (`zipfiles`); source code
+        is left out, as folder scans leave it out."""
+
+        def member(data: bytes, path: str) -> str:
+            if route_for(path) is Route.CODE:
+                raise UnsupportedFormatError(
+                    f"'{path}' is source code, which an archive's conversion leaves out as "
+                    "folder scans do; upload the file itself to index it"
+                )
+            return self.convert(data, path).markdown
+
+        markdown = archive_markdown(data, name, member)
         return Document(markdown, _file_stem(name), "zip", 0, [PageSpan(0, 0, len(markdown))])
 
     def _mail_document(self, data: bytes, name: str) -> Document:

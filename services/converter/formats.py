@@ -11,7 +11,7 @@ from __future__ import annotations
 from enum import Enum
 
 from libs.errors import InvalidInputError, UnsupportedFormatError
-from libs.formats import TEXT_EXTENSIONS, check_convertible
+from libs.formats import CODE_EXTENSIONS, TEXT_EXTENSIONS, check_convertible
 
 
 class Route(Enum):
@@ -22,6 +22,7 @@ class Route(Enum):
     DOCUMENT = "document"
     ARCHIVE = "archive"
     MAIL = "mail"
+    CODE = "code"
 
 
 ROUTES: dict[str, Route] = {
@@ -53,6 +54,7 @@ ROUTES: dict[str, Route] = {
     ".fodp": Route.SLIDES,
     ".rtf": Route.DOCUMENT,  # Rich Text Format, read by `rtf`
     **{ext: Route.TEXT for ext in TEXT_EXTENSIONS},
+    **{ext: Route.CODE for ext in CODE_EXTENSIONS},  # source code, read by `code`
 }
 # Text that is its own Markdown, decoded and nothing more (`convert`); Markdown, plain text
 # and the documentation and configuration formats read as they are.

@@ -87,7 +87,7 @@ class _Engine:
 
     def _convert(self, job: ConvertJob) -> ConvertResult:
         document = self._converter.convert(job.data, job.filename)
-        chunks = self._chunker.chunk(document.markdown, document.pages)
+        chunks = self._chunker.chunk(document.markdown, document.pages, code=document.code)
         if not chunks:
             raise NoTextError(
                 f"no text could be extracted from '{job.filename}': it converted to "

@@ -28,10 +28,10 @@ from pathlib import Path, PurePosixPath
 from urllib.parse import urlsplit
 
 from libs.errors import FetchError, InvalidInputError, MvdbError, NotFoundError, TooLargeError
-from libs.formats import CONVERTIBLE_EXTENSIONS
+from libs.formats import SCANNED_EXTENSIONS
 from services.gateway.sources import UrlPolicy
 
-DEFAULT_INCLUDE = tuple(sorted({f"*{ext}" for ext in CONVERTIBLE_EXTENSIONS} - {"*.zip"}))
+DEFAULT_INCLUDE = tuple(sorted({f"*{ext}" for ext in SCANNED_EXTENSIONS} - {"*.zip"}))
 DEFAULT_EXCLUDE = (
     ".git/",
     "node_modules/",

@@ -34,7 +34,7 @@ from libs.errors import (
     PathNotAllowedError,
     TooLargeError,
 )
-from libs.formats import extension_of, is_convertible, is_known
+from libs.formats import CODE_EXTENSIONS, extension_of, is_convertible, is_known, is_scanned
 
 # Linux's limits; a longer path can only fail, and `stat` would fail with an OSError.
 _PATH_MAX = 4096
@@ -159,7 +159,7 @@ def scan_folder(folder: Path, recursive: bool) -> FolderScan:
             entry = Path(top) / name
             if name.startswith(".") or not entry.is_file():
                 continue
-            if is_convertible(name):
+            if is_scanned(name):  # source code only when named (`libs.formats`)
                 files.append(entry)
             elif is_known(name):
                 ignored.append(entry)
@@ -298,6 +298,8 @@ def _filename_for(url: str, content_type: str) -> str:
     ext = _CONTENT_TYPES.get(mime)
     if name and is_convertible(name) and (ext is None or extension_of(name) == ext):
         return name
+    if name and mime == "text/plain" and extension_of(name) in CODE_EXTENSIONS:
+        return name  # a raw source file (GitHub serves them as text/plain)
     if ext is None:
         if name and is_convertible(name):
             return name

@@ -406,3 +406,31 @@ def test_opendocument_rtf_and_word_uploads_are_found_on_their_pages(cluster: Clu
             assert "| Cuisson | 45 min | 150 °C |" in top["content"]
 
     asyncio.run(go())
+
+
+def test_a_source_file_upload_is_found_in_its_function(cluster: Cluster) -> None:
+    """A Python file through `/upload`: the hit is the function, its heading path the class
+    and the method, its lines the file's own."""
+    path = REPO / "services" / "converter" / "code.py"
+    response = httpx.post(
+        cluster.gateway + "/upload",
+        files={"file": ("code.py", path.read_bytes())},
+        data={"library": "code"},
+        timeout=120,
+    )
+    assert response.status_code == 200, response.text
+    lines = path.read_text(encoding="utf-8").split("\n")
+    heading = next(k for k, line in enumerate(lines, start=1) if "def heading(self" in line)
+
+    async def go() -> None:
+        async with sse_tools(cluster.gateway + "/sse") as tools:
+            found = await tools.call(
+                "search", query="DefinitionScanner heading indentation of enclosing definitions",
+                library="code", top_k=3,
+            )  # fmt: skip
+            top = next(r for r in found["results"] if "def heading(self" in r["content"])
+            assert (top["source"], top["file_type"], top["title"]) == ("code.py", "py", "code.py")
+            assert top["headings"][0] == "class DefinitionScanner"
+            assert top["start_line"] <= heading <= top["end_line"]
+
+    asyncio.run(go())

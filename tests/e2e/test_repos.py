@@ -31,6 +31,14 @@ INVOICE = SHARED_FILES / "markitdown/expected_outputs/REPAIR-2022-INV-001_multip
 RECEIPT = SHARED_FILES / "markitdown/expected_outputs/RECEIPT-2024-TXN-98765_retail_purchase.md"
 
 
+CLI = (
+    '"""The walrus command line."""\n\nimport sys\n\n\nclass Walrus:\n'
+    "    def tusks(self, count: int) -> str:\n"
+    '        return "tusk " * count\n\n\n'
+    "def main() -> None:\n    print(Walrus().tusks(int(sys.argv[1])))\n"
+)
+
+
 def novel_lines(first: int, last: int) -> str:
     return "\n".join(NOVEL.read_text(encoding="utf-8").split("\n")[first:last]) + "\n"
 
@@ -50,6 +58,8 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Work
             "docs/chapter.txt": novel_lines(100, 300),
             "notes.txt": "Release notes\n\nThe walrus feature shipped in version 2.\n",
             "docs/install.rst": "Install\n=======\n\nRun pip install markitdown to install.\n",
+            # Source code: only an include pattern that names it brings it in.
+            "tool/cli.py": CLI,
             # Left out by the default exclusions and includes:
             "node_modules/pkg/README.md": "# vendored package\n",
             "package-lock.json": "{}\n",
@@ -231,3 +241,28 @@ def test_a_tag_in_the_background_as_a_job(
             assert (by_id["ref"], by_id["commit"], by_id["skipped"]) == (commit, commit, 3), by_id
 
     run(go())
+
+
+def test_source_code_only_by_an_include_pattern(
+    cluster: Cluster, served: tuple[str, WorkingCopy, int]
+) -> None:
+    """The default patterns leave `tool/cli.py` out (the other tests count without it);
+    `include=["*.py"]` ingests it as code: the method is found at its lines (the file is one
+    chunk, so its heading path is the definitions all of it shares: none)."""
+    url, _, _ = served
+
+    async def go() -> None:
+        async with sse_tools(cluster.gateway + "/sse") as tools:
+            result = await tools.call(
+                "ingest_repo", url=url, ref="v1", library="repo-code", include=["*.py"]
+            )
+            assert (result["total_files"], result["indexed"], result["failed"]) == (1, 1, 0)
+            found = await tools.call("search", query="walrus tusks count", library="repo-code")
+            top = found["results"][0]
+            assert top["source"] == f"{url}#tool/cli.py" and top["file_type"] == "py"
+            assert top["title"] == "cli.py" and top["headings"] == []
+            lines = CLI.split("\n")
+            tusks = lines.index("    def tusks(self, count: int) -> str:") + 1
+            assert top["start_line"] <= tusks <= top["end_line"]
+
+    asyncio.run(go())

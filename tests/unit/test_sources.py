@@ -84,6 +84,9 @@ def test_filenames_follow_content_type() -> None:
     assert _filename_for("https://x.org/paper", "application/pdf") == "paper.pdf"
     assert _filename_for("https://x.org/", "text/html; charset=utf-8") == "x.org.html"
     assert _filename_for("https://x.org/a/report.pdf", "application/pdf") == "report.pdf"
+    raw = "https://raw.githubusercontent.com/o/r/main/src/app.py"
+    assert _filename_for(raw, "text/plain; charset=utf-8") == "app.py"  # code, not .txt
+    assert _filename_for("https://x.org/notes", "text/plain") == "notes.txt"
     with pytest.raises(FetchError, match="content type"):
         _filename_for("https://x.org/blob", "application/octet-stream")
 
@@ -106,3 +109,15 @@ def test_os_errors_while_looking_at_a_path_are_file_access_errors(tmp_path: Path
 def test_a_home_folder_of_an_unknown_user_is_the_callers_mistake() -> None:
     with pytest.raises(InvalidInputError, match="home folder"):
         PathPolicy.from_roots([]).resolve("~no-such-user-here/notes.txt")
+
+
+def test_a_folder_scan_leaves_source_code_out(tmp_path: Path) -> None:
+    """Source code converts when named (an upload, ingest_file), but ingest_folder picks the
+    documents it picked before: a project folder does not bring in its code."""
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "app.py").write_text("def main():\n    pass\n")
+    (tmp_path / "README.md").write_text("# Readme\n")
+    (tmp_path / "photo.png").write_bytes(b"\x89PNG")
+    found = scan_folder(tmp_path, recursive=True)
+    assert [p.name for p in found.files] == ["README.md"]
+    assert [p.name for p in found.ignored] == ["photo.png"]  # known, not convertible here

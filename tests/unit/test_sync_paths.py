@@ -10,8 +10,10 @@ from pathlib import Path, PurePosixPath, PureWindowsPath
 
 import pytest
 
-from libs.formats import CONVERTIBLE_EXTENSIONS
+from libs import formats
+from libs.formats import SCANNED_EXTENSIONS
 from mcpvectordb_sync.paths import (
+    CODE_EXTENSIONS,
     SUPPORTED_EXTENSIONS,
     casefold_duplicates,
     clean_prefix,
@@ -22,7 +24,9 @@ from mcpvectordb_sync.scan import Filters, ScanError, scan
 
 
 def test_the_client_sends_what_the_gateway_converts() -> None:
-    assert frozenset(SUPPORTED_EXTENSIONS) == CONVERTIBLE_EXTENSIONS
+    assert frozenset(SUPPORTED_EXTENSIONS) == SCANNED_EXTENSIONS
+    assert frozenset(formats.CODE_EXTENSIONS) == CODE_EXTENSIONS
+    assert SCANNED_EXTENSIONS | CODE_EXTENSIONS == formats.CONVERTIBLE_EXTENSIONS
 
 
 @pytest.mark.parametrize(
@@ -153,3 +157,13 @@ def test_an_unreadable_subfolder_makes_the_scan_incomplete(tmp_path: Path) -> No
     assert not found.complete
     assert found.unreadable and found.unreadable[0].startswith(name)
     assert [f.source for f in found.files] == ["ok/a.md"]
+
+
+def test_source_code_is_synced_only_when_an_include_glob_names_it(tmp_path: Path) -> None:
+    """A synced folder picks the same files as before source code converted; `--include
+    "*.py"` adds the Python files (and only what the globs match)."""
+    _tree(tmp_path, {"notes.md": b"n", "tool/app.py": b"def main(): pass\n", "ui/app.ts": b"x"})
+    assert [f.source for f in scan(str(tmp_path)).files] == ["notes.md"]
+    assert scan(str(tmp_path)).ignored == 2
+    wanted = scan(str(tmp_path), "", Filters(include=("*.py", "*.md")))
+    assert [f.source for f in wanted.files] == ["notes.md", "tool/app.py"]

@@ -1,0 +1,63 @@
+"""Source code as documents: the file's lines as they are, its definitions as headings.
+
+A code file's Markdown is its text, decoded and with line ends normalised and nothing else,
+so every chunk's `start_line` and `end_line` are the lines of the file itself. Its title is
+its file name. The chunker cuts sections at definitions instead of Markdown headings (which a
+`# comment` would fake): a line that opens a class, function, method, interface, struct,
+enum, trait, impl block, module or namespace, in the spellings of the common languages, or
+an SQL `CREATE` of a table, view, function or procedure. Each chunk's heading path is the
+definitions it sits in, outermost first, by indentation ("class Chunker" > "def chunk(...)").
+A definition line ends as code does (`{`, `:`, `(`, `=`...), so prose in a comment is not
+one. Statements after a definition's end keep its path until the next definition.
+"""
+
+from __future__ import annotations
+
+import re
+
+_MODIFIERS = (
+    r"(?:(?:export|default|public|private|protected|internal|static|final|abstract|sealed|"
+    r"async|override|virtual|extern|inline|unsafe|const|open|data|suspend|partial|"
+    r"pub(?:\([\w:]+\))?|@\w+(?:\([^)]*\))?)\s+)*"
+)
+_KEYWORD = (
+    r"(?:class|def|function\*?|func|fn|interface|struct|enum|trait|impl|module|namespace|"
+    r"object|protocol|extension|record|union|type)"
+)
+_DEFINITION = re.compile(
+    rf"^(?P<indent>[ \t]*){_MODIFIERS}"
+    rf"(?:{_KEYWORD}\s*(?:<[^>]*>\s*)?(?:\([^)]*\)\s*)?[A-Za-z_$][\w$]*"  # Go: func (r *T) Name
+    r"|(?:const|let|var)\s+[A-Za-z_$][\w$]*\s*(?::[^=]+)?=\s*(?:async\s+)?"
+    r"(?:function\b|\([^)]*\)\s*(?::[^=]+)?=>|[A-Za-z_$][\w$]*\s*=>)"
+    r"|(?:(?:public|private|protected|internal|static)\s+)+[\w<>\[\],.?\s]+?\s+\w+\s*\("
+    r"|(?P<sql>(?i:create\s+(?:or\s+replace\s+)?(?:table|view|function|procedure)\b)))"
+)
+# What a definition line ends with (a block or a signature going on); prose in a comment
+# ("class of errors.") does not.
+_OPENERS = ("{", ":", "(", ",", "=", ">", ")")
+_INDENT_TAB = 4
+_MAX_HEADING = 120
+
+
+def definition_text(line: str) -> str:
+    """How a definition line reads as a heading: trimmed, without the block opener."""
+    text = line.strip().rstrip("{:").rstrip()
+    return text if len(text) <= _MAX_HEADING else text[: _MAX_HEADING - 1] + "…"
+
+
+class DefinitionScanner:
+    """Walks a code file's lines like `headings.HeadingScanner` walks Markdown: a definition
+    is a heading whose level is one more than the definitions indented less around it."""
+
+    def __init__(self) -> None:
+        self._open: list[int] = []  # the indentation of each enclosing definition
+
+    def heading(self, lines: list[str], k: int) -> tuple[int, str] | None:
+        match = _DEFINITION.match(lines[k])
+        if match is None or not (match.group("sql") or lines[k].rstrip().endswith(_OPENERS)):
+            return None
+        indent = len(match.group("indent").expandtabs(_INDENT_TAB))
+        while self._open and self._open[-1] >= indent:
+            self._open.pop()
+        self._open.append(indent)
+        return min(len(self._open), 6), definition_text(lines[k])
