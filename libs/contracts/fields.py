@@ -164,6 +164,9 @@ Url = Annotated[
     Field(min_length=1, max_length=MAX_URL_CHARS, description="HTTP or HTTPS URL to fetch"),
 ]
 Recursive = Annotated[bool, Field(description="Scan subdirectories")]
+MAX_PATTERNS = 100
+MAX_PATTERN_CHARS = 256
+Pattern = Annotated[str, Field(min_length=1, max_length=MAX_PATTERN_CHARS)]
 MaxConcurrency = Annotated[
     int,
     Field(

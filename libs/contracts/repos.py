@@ -10,18 +10,16 @@ from pydantic import Field
 
 from libs.contracts.fields import (
     DEFAULT_LIBRARY,
+    MAX_PATTERNS,
     MAX_URL_CHARS,
     LibraryName,
     Metadata,
+    Pattern,
     ToolInput,
 )
 from libs.contracts.tools import FolderIngestResult
 
 MAX_REPO_FILES = 20_000
-MAX_PATTERNS = 100
-MAX_PATTERN_CHARS = 256
-
-Pattern = Annotated[str, Field(min_length=1, max_length=MAX_PATTERN_CHARS)]
 
 
 class IngestRepoInput(ToolInput):

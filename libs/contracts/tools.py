@@ -11,6 +11,7 @@ from pydantic import Field
 
 from libs.contracts.fields import (
     DEFAULT_LIBRARY,
+    MAX_PATTERNS,
     MAX_SOURCE_CHARS,
     CheckPath,
     ChunkIndex,
@@ -31,6 +32,7 @@ from libs.contracts.fields import (
     MinScore,
     Offset,
     Out,
+    Pattern,
     Query,
     Recursive,
     Source,
@@ -64,6 +66,23 @@ class IngestUrlInput(_IngestInput):
 class IngestFolderInput(_IngestInput):
     folder: FolderPath
     recursive: Recursive = True
+    include: Annotated[
+        list[Pattern] | None,
+        Field(
+            max_length=MAX_PATTERNS,
+            description="Glob patterns of files to ingest, relative to the folder ('*.pdf', "
+            "'reports/**', '*.py': source code only this way); null = every supported format "
+            "but source code",
+        ),
+    ] = None
+    exclude: Annotated[
+        list[Pattern] | None,
+        Field(
+            max_length=MAX_PATTERNS,
+            description="Glob patterns of files to leave out ('drafts/**'); a pattern ending "
+            "in / is a folder at any depth ('node_modules/')",
+        ),
+    ] = None
     max_concurrency: MaxConcurrency = 4
     background: Annotated[
         bool,

@@ -111,7 +111,7 @@ class FolderIngest:
     ) -> FolderIngestResult:
         hooks = hooks or FolderHooks()
         root = self.resolve(req.folder)
-        scan = await asyncio.to_thread(scan_folder, root, req.recursive)
+        scan = await asyncio.to_thread(scan_folder, root, req.recursive, req.include, req.exclude)
         if hooks.on_scanned is not None:
             await hooks.on_scanned(len(scan.files))
         work = {path: partial(self._file, path, req) for path in scan.files}

@@ -23,12 +23,12 @@ import tempfile
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
-from fnmatch import fnmatchcase
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from urllib.parse import urlsplit
 
 from libs.errors import FetchError, InvalidInputError, MvdbError, NotFoundError, TooLargeError
 from libs.formats import SCANNED_EXTENSIONS
+from services.gateway.globs import folder_matches, matches
 from services.gateway.sources import UrlPolicy
 
 DEFAULT_INCLUDE = tuple(sorted({f"*{ext}" for ext in SCANNED_EXTENSIONS} - {"*.zip"}))
@@ -249,19 +249,6 @@ class RepoFiles:
     ignored: list[str] = field(default_factory=list)
 
 
-def _matches(path: str, patterns: tuple[str, ...] | list[str]) -> bool:
-    name = PurePosixPath(path).name
-    for pattern in patterns:
-        if pattern.endswith("/"):
-            folder = pattern.rstrip("/")
-            parts = PurePosixPath(path).parts[:-1]
-            if any(fnmatchcase(part, folder) for part in parts) or fnmatchcase(path, folder + "/*"):
-                return True
-        elif fnmatchcase(path, pattern) or ("/" not in pattern and fnmatchcase(name, pattern)):
-            return True
-    return False
-
-
 def walk(
     root: Path, include: list[str] | None, exclude: list[str] | None, max_file_bytes: int
 ) -> RepoFiles:
@@ -272,10 +259,10 @@ def walk(
     for dirpath, dirnames, filenames in os.walk(root):
         relative_dir = Path(dirpath).relative_to(root).as_posix()
         prefix = "" if relative_dir == "." else relative_dir + "/"
-        dirnames[:] = sorted(d for d in dirnames if not _matches(prefix + d + "/x", excludes))
+        dirnames[:] = sorted(d for d in dirnames if not folder_matches(prefix + d, excludes))
         for name in sorted(filenames):
             path = prefix + name
-            if _matches(path, excludes) or not _matches(path, includes):
+            if matches(path, excludes) or not matches(path, includes):
                 continue
             info = os.lstat(os.path.join(dirpath, name))
             if not stat.S_ISREG(info.st_mode) or info.st_size > max_file_bytes:

@@ -18,7 +18,7 @@ import ipaddress
 import os
 import socket
 import stat
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
@@ -35,6 +35,7 @@ from libs.errors import (
     TooLargeError,
 )
 from libs.formats import CODE_EXTENSIONS, extension_of, is_convertible, is_known, is_scanned
+from services.gateway.globs import folder_matches, matches
 
 # Linux's limits; a longer path can only fail, and `stat` would fail with an OSError.
 _PATH_MAX = 4096
@@ -141,25 +142,41 @@ def scan_folder_root(folder: Path) -> None:
         raise FileAccessError(f"cannot look at {folder}: {exc.strerror or exc}") from exc
 
 
-def scan_folder(folder: Path, recursive: bool) -> FolderScan:
+def scan_folder(
+    folder: Path,
+    recursive: bool,
+    include: Sequence[str] | None = None,
+    exclude: Sequence[str] | None = None,
+) -> FolderScan:
     """The convertible files below `folder` (hidden names skipped), the known formats this
     build cannot convert, and the subfolders that could not be read (blocking: run it in a
-    worker thread)."""
+    worker thread). Without `include`, every convertible format but source code is taken;
+    with it, the convertible files it matches, code included (`globs`). `exclude` leaves
+    files and folders out."""
     scan_folder_root(folder)
     files: list[Path] = []
     ignored: list[Path] = []
     unreadable: list[str] = []
+    excluded = tuple(exclude or ())
 
     def failed(error: OSError) -> None:
         unreadable.append(f"{error.filename}: {error.strerror or error}")
 
     for top, dirs, names in os.walk(folder, onerror=failed):
-        dirs[:] = sorted(d for d in dirs if not d.startswith(".")) if recursive else []
+        here = Path(top).relative_to(folder).as_posix()
+        prefix = "" if here == "." else here + "/"
+        kept = (
+            d for d in dirs if not d.startswith(".") and not folder_matches(prefix + d, excluded)
+        )
+        dirs[:] = sorted(kept) if recursive else []
         for name in sorted(names):
             entry = Path(top) / name
-            if name.startswith(".") or not entry.is_file():
+            relative = prefix + name
+            if name.startswith(".") or matches(relative, excluded) or not entry.is_file():
                 continue
-            if is_scanned(name):  # source code only when named (`libs.formats`)
+            if include and not matches(relative, include):
+                continue
+            if is_convertible(name) if include else is_scanned(name):
                 files.append(entry)
             elif is_known(name):
                 ignored.append(entry)

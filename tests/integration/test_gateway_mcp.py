@@ -167,6 +167,32 @@ async def test_ingest_folder_endpoint(gateway_url: str, tmp_path: Path) -> None:
         assert missing.status_code == 400 and "not found" in missing.json()["error"]
 
 
+async def test_ingest_folder_patterns_over_http_and_mcp(gateway_url: str, tmp_path: Path) -> None:
+    """`include` brings source code in (only that way), `exclude` leaves files and folders out,
+    on the HTTP route and the MCP tool alike; a pattern over the size limit is invalid input."""
+    (tmp_path / "notes.md").write_text("notes")
+    (tmp_path / "tool.py").write_text("def main():\n    pass\n")
+    (tmp_path / "drafts").mkdir()
+    (tmp_path / "drafts" / "old.md").write_text("old")
+    async with httpx.AsyncClient(base_url=gateway_url, headers=FULL) as http:
+        plain = await http.post("/ingest_folder", json={"folder": str(tmp_path), "library": "p"})
+        assert plain.json()["total_files"] == 2  # notes.md, drafts/old.md: no code
+        code = await http.post(
+            "/ingest_folder",
+            json={"folder": str(tmp_path), "library": "p", "include": ["*.py"]},
+        )
+        assert [r["source"] for r in code.json()["results"]] == [str(tmp_path / "tool.py")]
+        bad = await http.post(
+            "/ingest_folder", json={"folder": str(tmp_path), "include": ["x" * 300]}
+        )
+        assert bad.status_code == 400 and bad.json()["error_code"] == "invalid_input"
+    async with sse_tools(gateway_url + "/sse", FULL) as tools:
+        left = await tools.call(
+            "ingest_folder", folder=str(tmp_path), library="p", exclude=["drafts/"]
+        )
+        assert [r["source"] for r in left["results"]] == [str(tmp_path / "notes.md")]
+
+
 async def test_search_options_and_document_windows_reach_the_index(gateway_url: str) -> None:
     async with sse_tools(gateway_url + "/sse", FULL) as tools:
         ok = await tools.call(

@@ -13,7 +13,8 @@ import pytest
 
 from libs.contracts import IngestRepoInput
 from libs.errors import InvalidInputError, PathNotAllowedError
-from services.gateway.repos import _git_config, _matches, repo_url, walk
+from services.gateway.globs import matches as _matches
+from services.gateway.repos import _git_config, repo_url, walk
 from services.gateway.sources import UrlPolicy
 
 

@@ -9,6 +9,7 @@ import pytest
 
 from libs.errors import FetchError, FileAccessError, InvalidInputError, PathNotAllowedError
 from services.gateway.sources import (
+    FolderScan,
     PathPolicy,
     UrlPolicy,
     _filename_for,
@@ -121,3 +122,24 @@ def test_a_folder_scan_leaves_source_code_out(tmp_path: Path) -> None:
     found = scan_folder(tmp_path, recursive=True)
     assert [p.name for p in found.files] == ["README.md"]
     assert [p.name for p in found.ignored] == ["photo.png"]  # known, not convertible here
+
+
+def test_a_folder_scan_takes_include_and_exclude_patterns(tmp_path: Path) -> None:
+    """`include` picks the files it matches, source code too; `exclude` leaves files and
+    whole folders out (a folder pattern at any depth)."""
+    for relative in ("README.md", "src/app.py", "src/util.py", "reports/q3.pdf",
+                     "node_modules/pkg/index.js", "drafts/old.md", "photo.png"):  # fmt: skip
+        path = tmp_path / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"x")
+
+    def names(found: FolderScan) -> list[str]:
+        return [p.relative_to(tmp_path).as_posix() for p in found.files]
+
+    assert names(scan_folder(tmp_path, True)) == ["README.md", "drafts/old.md", "reports/q3.pdf"]
+    picked = scan_folder(tmp_path, True, include=["*.py", "*.js"], exclude=["node_modules/"])
+    assert names(picked) == ["src/app.py", "src/util.py"]
+    assert names(scan_folder(tmp_path, True, exclude=["drafts/**", "*.pdf"])) == ["README.md"]
+    only_pdf = scan_folder(tmp_path, True, include=["reports/**", "*.png"])
+    assert names(only_pdf) == ["reports/q3.pdf"]
+    assert [p.name for p in only_pdf.ignored] == ["photo.png"]  # matched, but no OCR here
