@@ -37,9 +37,10 @@ from libs.ports import ConverterPort, EmbedderPort, IndexPort
 from libs.telemetry import STAGE_SECONDS
 from libs.vectors import encode
 from services.gateway.embedding import DocumentEmbedder
+from services.gateway.fetch import UrlPolicy, fetch_url
 from services.gateway.metrics import INGESTED_CHUNKS, INGESTED_DOCUMENTS
 from services.gateway.settings import GatewaySettings
-from services.gateway.sources import PathPolicy, UrlPolicy, fetch_url, read_file
+from services.gateway.sources import PathPolicy, read_file
 
 log = logging.getLogger(__name__)
 

@@ -28,8 +28,8 @@ from urllib.parse import urlsplit
 
 from libs.errors import FetchError, InvalidInputError, MvdbError, NotFoundError, TooLargeError
 from libs.formats import SCANNED_EXTENSIONS
+from services.gateway.fetch import UrlPolicy
 from services.gateway.globs import folder_matches, matches
-from services.gateway.sources import UrlPolicy
 
 DEFAULT_INCLUDE = tuple(sorted({f"*{ext}" for ext in SCANNED_EXTENSIONS} - {"*.zip"}))
 DEFAULT_EXCLUDE = (

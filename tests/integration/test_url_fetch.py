@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from libs.errors import FetchError, InvalidInputError, PathNotAllowedError, TooLargeError
-from services.gateway.sources import UrlPolicy, fetch_url
+from services.gateway.fetch import UrlPolicy, fetch_url
 
 Handler = Callable[[http.server.BaseHTTPRequestHandler], None]
 

@@ -13,9 +13,9 @@ import pytest
 
 from libs.contracts import IngestRepoInput
 from libs.errors import InvalidInputError, PathNotAllowedError
+from services.gateway.fetch import UrlPolicy
 from services.gateway.globs import matches as _matches
 from services.gateway.repos import _git_config, repo_url, walk
-from services.gateway.sources import UrlPolicy
 
 
 def test_owner_repo_means_github_and_urls_are_kept_stable() -> None:

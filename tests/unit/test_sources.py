@@ -8,15 +8,8 @@ from pathlib import Path
 import pytest
 
 from libs.errors import FetchError, FileAccessError, InvalidInputError, PathNotAllowedError
-from services.gateway.sources import (
-    FolderScan,
-    PathPolicy,
-    UrlPolicy,
-    _filename_for,
-    _is_public,
-    read_file,
-    scan_folder,
-)
+from services.gateway.fetch import UrlPolicy, _filename_for, _is_public
+from services.gateway.sources import FolderScan, PathPolicy, read_file, scan_folder
 
 
 def test_without_roots_any_path_resolves(tmp_path: Path) -> None:
