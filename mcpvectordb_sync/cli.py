@@ -80,7 +80,8 @@ def parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="GLOB",
-        help="only files matching GLOB (path or name; repeatable)",
+        help="only files matching GLOB (path or name; repeatable); source code (*.py, *.ts...) "
+        "is synced only when a GLOB names it",
     )
     p.add_argument(
         "--exclude",

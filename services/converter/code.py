@@ -39,7 +39,7 @@ _INDENT_TAB = 4
 _MAX_HEADING = 120
 
 
-def definition_text(line: str) -> str:
+def _definition_text(line: str) -> str:
     """How a definition line reads as a heading: trimmed, without the block opener."""
     text = line.strip().rstrip("{:").rstrip()
     return text if len(text) <= _MAX_HEADING else text[: _MAX_HEADING - 1] + "…"
@@ -60,4 +60,4 @@ class DefinitionScanner:
         while self._open and self._open[-1] >= indent:
             self._open.pop()
         self._open.append(indent)
-        return min(len(self._open), 6), definition_text(lines[k])
+        return min(len(self._open), 6), _definition_text(lines[k])

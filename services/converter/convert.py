@@ -31,6 +31,7 @@ from markitdown import (
 )
 
 from libs.errors import ConversionError, NoTextError, UnsupportedFormatError
+from services.converter import ole
 from services.converter.archive import ArchiveLimits, check_archive, is_zip
 from services.converter.charset import DEFAULT_LEGACY, MARKUP, detect_charset
 from services.converter.chunk import PageSpan, has_text
@@ -73,7 +74,6 @@ OWN_READERS: dict[str, Callable[[bytes, str], tuple[str, str]]] = {
 # Legacy Office names over other contents: a renamed Office Open XML file, or a web page or
 # tab-separated text, which many web applications export as "Word" or "Excel" files.
 _ZIPPED = {".doc": ".docx", ".ppt": ".pptx", ".xls": ".xlsx"}
-_OLE = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
 _WEB_PAGE = re.compile(rb"^\s*(?:<!doctype html|<html|<head|<meta|<table)", re.IGNORECASE)
 
 
@@ -304,7 +304,7 @@ def _real_format(data: bytes, ext: str, route: Route) -> tuple[str, Route]:
         return _ZIPPED[ext], route
     if ext != ".ppt" and _WEB_PAGE.match(data.lstrip(b"\xef\xbb\xbf")[:512]):
         return ".html", Route.TEXT
-    if ext == ".xls" and not data.startswith(_OLE) and b"\x00" not in data[:4096]:
+    if ext == ".xls" and not data.startswith(ole.MAGIC) and b"\x00" not in data[:4096]:
         return ".tsv", Route.TEXT
     return ext, route
 

@@ -7,8 +7,8 @@ A `.ppt` file is an OLE compound file whose `PowerPoint Document` stream is a tr
 object lies, newer edits overriding older ones. The document's slide list gives the slides in
 their order. In each slide, read in drawing order:
 
-- the title (a title placeholder) as `#`, other text as paragraphs; bullet paragraphs, and
-  the paragraphs of body placeholders unless they turn their bullet off, as `- ` items nested
+- the title (the slide's title shape) as `#`, other text as paragraphs; bullet paragraphs,
+  and the paragraphs of body text shapes unless they turn their bullet off, as `- ` items nested
   by their indent level (the paragraph runs of the text's style record);
 - a table (a group shape marked as one) as a Markdown table, its cells placed by their
   anchors;
@@ -24,14 +24,14 @@ from __future__ import annotations
 import io
 import re
 import struct
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 import olefile
 
 from libs.errors import ConversionError
 from libs.tables import markdown_table
-from services.converter.olesummary import summary_title
+from services.converter.ole import summary_title
 
 _DOCUMENT, _SLIDE, _SLIDE_ATOM, _NOTES, _PERSIST = 0x03E8, 0x03EE, 0x03EF, 0x03F0, 0x03F3
 _SLIDE_LIST, _USER_EDIT, _DIRECTORY = 0x0FF0, 0x0FF5, 0x1772
@@ -51,10 +51,12 @@ class _Text:
     levels: list[tuple[int, bool | None]] = field(default_factory=list)  # per paragraph
 
 
-@dataclass
+Outline = Sequence[_Text]  # the slide list's text of one slide
+
+
+@dataclass(frozen=True)
 class _Stream:
     data: bytes
-    outline: list[_Text] = field(default_factory=list)  # the slide list's text of a slide
 
     def records(self, start: int, end: int) -> Iterator[tuple[int, int, int, int, bool]]:
         """(type, instance, data offset, data length, container) of each record in a range."""
@@ -124,11 +126,9 @@ def _markdown(stream: _Stream, edit: int) -> str:
                     notes[identifier] = persist
     pages = []
     for number, (persist, outline) in enumerate(slides, start=1):
-        stream.outline = outline
-        blocks, notes_id = _slide(stream, offsets.get(persist, -1), _SLIDE)
+        blocks, notes_id = _slide(stream, offsets.get(persist, -1), _SLIDE, outline)
         if notes_id in notes:
-            stream.outline = []
-            said = _slide(stream, offsets.get(notes[notes_id], -1), _NOTES, _NOTES_TEXT)[0]
+            said = _slide(stream, offsets.get(notes[notes_id], -1), _NOTES, [], _NOTES_TEXT)[0]
             if said:
                 blocks += ["### Notes:", *said]
         pages.append("\n\n".join([f"<!-- Slide number: {number} -->", *blocks]))
@@ -175,7 +175,11 @@ def _slide_list(stream: _Stream, start: int, end: int) -> Iterator[tuple[int, in
         yield (*entry, texts)
 
 
-def _text_record(stream: _Stream, kind: int, at: int, size: int, texts: list[_Text]) -> None:
+def _text_record(
+    stream: _Stream, kind: int, at: int, size: int, texts: list[_Text], outline: Outline = ()
+) -> None:
+    """Add what text record `kind` says to `texts`; `outline` is the slide list's text of the
+    slide, which a shape's outline text reference points into."""
     data = stream.data
     if kind == _HEADER:
         texts.append(_Text(struct.unpack_from("<I", data, at)[0]))
@@ -187,12 +191,12 @@ def _text_record(stream: _Stream, kind: int, at: int, size: int, texts: list[_Te
         texts[-1].levels = _paragraph_levels(data[at : at + size], texts[-1].text)
     elif kind == _OUTLINE_REF:
         (index,) = struct.unpack_from("<I", data, at)
-        if index < len(stream.outline):
-            texts.append(stream.outline[index])
+        if index < len(outline):
+            texts.append(outline[index])
 
 
 def _paragraph_levels(style: bytes, text: str) -> list[tuple[int, bool | None]]:
-    """Each paragraph's indent level and bullet (None: as its placeholder has it), from the
+    """Each paragraph's indent level and bullet (None: as its shape's kind has it), from the
     paragraph runs at the start of a StyleTextPropAtom."""
     levels: list[tuple[int, bool | None]] = []
     covered, at = 0, 0
@@ -217,7 +221,7 @@ def _paragraph_levels(style: bytes, text: str) -> list[tuple[int, bool | None]]:
 
 
 def _slide(
-    stream: _Stream, offset: int, expected: int, only: int | None = None
+    stream: _Stream, offset: int, expected: int, outline: Outline, only: int | None = None
 ) -> tuple[list[str], int]:
     """The blocks of the slide (or notes) at `offset`, and the id of its notes."""
     if offset < 0:
@@ -231,33 +235,39 @@ def _slide(
         if kind == _SLIDE_ATOM and size >= 20:
             (notes,) = struct.unpack_from("<I", stream.data, at + 16)
         elif container:
-            _shapes(stream, at, at + size, blocks, only, 0)
+            _shapes(stream, at, at + size, outline, blocks, only, 0)
     return blocks, notes
 
 
 def _shapes(
-    stream: _Stream, start: int, end: int, blocks: list[str], only: int | None, depth: int
+    stream: _Stream,
+    start: int,
+    end: int,
+    outline: Outline,
+    blocks: list[str],
+    only: int | None,
+    depth: int,
 ) -> None:
     if depth > _MAX_DEPTH:
         raise ValueError("shapes nested too deep")
     for kind, _, at, size, container in stream.records(start, end):
         if kind == _GROUP and _is_table(stream, at, at + size):
-            if table := _table(stream, at, at + size):
+            if table := _table(stream, at, at + size, outline):
                 blocks.append(table)
         elif kind == _SHAPE:
-            for text in _shape_texts(stream, at, at + size):
+            for text in _shape_texts(stream, at, at + size, outline):
                 if only is None or text.kind == only:
                     blocks += _text_blocks(text)
         elif container:
-            _shapes(stream, at, at + size, blocks, only, depth + 1)
+            _shapes(stream, at, at + size, outline, blocks, only, depth + 1)
 
 
-def _shape_texts(stream: _Stream, start: int, end: int) -> list[_Text]:
+def _shape_texts(stream: _Stream, start: int, end: int, outline: Outline) -> list[_Text]:
     texts: list[_Text] = []
     for kind, _, at, size, _ in stream.records(start, end):
         if kind == _TEXTBOX:
             for inner, _, data_at, data_size, _ in stream.records(at, at + size):
-                _text_record(stream, inner, data_at, data_size, texts)
+                _text_record(stream, inner, data_at, data_size, texts, outline)
     return texts
 
 
@@ -295,7 +305,7 @@ def _is_table(stream: _Stream, start: int, end: int) -> bool:
     return False
 
 
-def _table(stream: _Stream, start: int, end: int) -> str:
+def _table(stream: _Stream, start: int, end: int, outline: Outline) -> str:
     cells: dict[tuple[int, int], str] = {}
     for kind, _, at, size, _ in stream.records(start, end):
         if kind != _SHAPE:
@@ -308,7 +318,7 @@ def _table(stream: _Stream, start: int, end: int) -> str:
             elif inner == _ANCHOR and anchor is None:
                 top, left = struct.unpack_from("<hh", stream.data, data_at)
                 anchor = (top, left)
-        texts = _shape_texts(stream, at, at + size)
+        texts = _shape_texts(stream, at, at + size, outline)
         if anchor is not None and texts:
             cells[anchor] = " ".join(_BLANKS.sub(" ", t.text).strip() for t in texts)
     tops = sorted({top for top, _ in cells})

@@ -29,7 +29,7 @@ import olefile
 
 from libs.errors import ConversionError
 from services.converter.blocks import Blocks
-from services.converter.olesummary import summary_title
+from services.converter.ole import MAGIC, summary_title
 from services.converter.rtf import rtf_markdown
 from services.converter.wordbinary import (
     BULLET_FORMAT,
@@ -40,7 +40,6 @@ from services.converter.wordbinary import (
     read_word_file,
 )
 
-_OLE_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
 _HYPERLINK = re.compile(r'^HYPERLINK\s+"([^"]+)"')
 _TOKENS = re.compile(r"[^\x00-\x1f]+|[\x00-\x1f]")
 _CHARACTERS = {"\t": "\t", "\x0b": "\n", "\x0e": " ", "\x1e": "-"}
@@ -51,7 +50,7 @@ def word_markdown(data: bytes, name: str) -> tuple[str, str]:
     """The Markdown of the Word 97-2003 document `data` and its title ('' when it has none)."""
     if data.lstrip()[:5] == b"{\\rtf":
         return rtf_markdown(data, name)
-    if not data.startswith(_OLE_MAGIC):
+    if not data.startswith(MAGIC):
         raise ConversionError(
             f"could not convert '{name}': it is not a Word 97-2003 document (no OLE compound "
             "file header); check that it opens in Word, or ingest it under its real extension"

@@ -1,10 +1,13 @@
-"""The summary information of an OLE compound file (Word, PowerPoint): its title."""
+"""OLE compound files (the binary Office formats: Word, PowerPoint, Excel, Outlook): how one
+starts, and the title in its summary information."""
 
 from __future__ import annotations
 
 import olefile
 
 from libs.encodings import canonical
+
+MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
 
 
 def summary_title(ole: olefile.OleFileIO) -> str:
