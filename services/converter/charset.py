@@ -1,14 +1,19 @@
-"""Which encoding to read a text file's bytes with.
+"""Which encoding to read a text file's bytes with, and the text (`read_text`).
 
-A byte order mark decides first (or, missing, the control bytes of UTF-16 text), then UTF-8
-(strict: any text that decodes as UTF-8 is taken as UTF-8). What is left is a legacy
+A byte order mark decides first (or, missing, the control bytes of UTF-16 text), then UTF-8:
+any text that decodes as UTF-8 is taken as UTF-8, and so is UTF-8 with a few bytes that are
+not (`_UTF8_SLIPS`: a file cut in the middle of a character, one Windows-1252 byte pasted
+into it), which is read with those bytes replaced (U+FFFD) instead of every other
+character of the file turned into mojibake by a legacy code page. What is left is a legacy
 encoding, and there the detector (`charset_normalizer`) cannot tell the single-byte Latin
 code pages apart on ordinary text: French, Spanish, Portuguese, Swedish or English with
 curly quotes saved as Windows-1252 (what Notepad's "ANSI" writes on a Western Windows)
 scores exactly as well as Windows-1250, -1257 or ISO 8859-10, and its first pick is then
 Windows-1250, which turns "crème" into "crčme" and "niño" into "nińo". So among the
 detector's candidates that score as well as its first pick (the same chaos within
-`_CHAOS_TIE`, coherence within `_COHERENCE_TIE`), the deployment's legacy encoding wins
+`_CHAOS_TIE`, and coherence within `_COHERENCE_TIE` or more of the non-ASCII characters read
+as letters: a German list exported by Excel came out of the detector in the DOS code page
+775 as "J³rgen;K÷ln"), the deployment's legacy encoding wins
 (`TEXT_LEGACY_ENCODING`, Windows-1252 by default: set it to a host's own ANSI code page,
 e.g. cp1257 for Lithuanian). Text the legacy encoding reads worse (Polish or Czech in
 Windows-1250, Russian in Windows-1251, Greek, Japanese) keeps the detector's pick. Measured
@@ -39,6 +44,11 @@ _WIDE_SAMPLE = 4096
 # C0 control bytes that no text holds (tab, line feed, form feed and carriage return do).
 _CONTROL_BYTES = frozenset(set(range(0x20)) - {0x09, 0x0A, 0x0C, 0x0D})
 
+# UTF-8 with slips: at least this many well-formed multi-byte characters for each byte
+# sequence that is not UTF-8. Text in a legacy code page has next to none (its accented
+# letters are single bytes that UTF-8 does not allow on their own).
+_UTF8_SLIPS = 20
+
 # How close to the detector's first pick a candidate must score to count as a tie.
 _CHAOS_TIE = 0.01
 _COHERENCE_TIE = 0.02
@@ -50,7 +60,7 @@ def detect_charset(data: bytes, legacy: str = DEFAULT_LEGACY, *, markup: bool = 
     bom = bom_codec(data) or _wide_without_bom(data)
     if bom is not None:
         return bom
-    if decodes(data, "utf-8"):
+    if decodes(data, "utf-8") or _utf8_with_slips(data):
         return "utf-8"
     declared = _declared(data) if markup else None
     if declared is not None:
@@ -61,13 +71,39 @@ def detect_charset(data: bytes, legacy: str = DEFAULT_LEGACY, *, markup: bool = 
         return legacy if decodes(data, legacy) else "latin-1"
     first = candidates[0]
     for match in candidates:
-        if (
-            canonical(match.encoding) == legacy
-            and match.chaos <= first.chaos + _CHAOS_TIE
-            and match.coherence >= first.coherence - _COHERENCE_TIE
+        # The detector lists once each reading that several code pages give alike.
+        readers = {canonical(name) for name in match.could_be_from_charset}
+        if legacy not in readers or match.chaos > first.chaos + _CHAOS_TIE:
+            continue
+        if match.coherence >= first.coherence - _COHERENCE_TIE or _letters(str(match)) > _letters(
+            str(first)
         ):
             return legacy
     return canonical(first.encoding)
+
+
+def _letters(text: str) -> float:
+    """The share of `text`'s non-ASCII characters that are letters. Accented letters are
+    what a legacy code page's high bytes mostly hold, so a reading that turns them into
+    symbols ("Jürgen" as "J³rgen" in the DOS code page 775) reads worse."""
+    high = [c for c in text if ord(c) > 0x7F]
+    return sum(c.isalpha() for c in high) / len(high) if high else 1.0
+
+
+def read_text(data: bytes, legacy: str = DEFAULT_LEGACY, *, markup: bool = False) -> str:
+    """`data` decoded in the encoding `detect_charset` picks; UTF-8 with a few slips (see the
+    module docstring) with those bytes replaced. UnicodeDecodeError or LookupError if the
+    picked encoding does not read it."""
+    codec = detect_charset(data, legacy, markup=markup)
+    return data.decode(codec, errors="replace" if codec == "utf-8" else "strict")
+
+
+def _utf8_with_slips(data: bytes) -> bool:
+    """UTF-8 but for a few byte sequences (see `_UTF8_SLIPS`)."""
+    text = data.decode("utf-8", errors="replace")
+    slips = text.count("\ufffd") - data.count("\ufffd".encode())
+    wide = sum(1 for c in text if ord(c) > 0x7F) - slips
+    return slips > 0 and wide >= _UTF8_SLIPS * slips
 
 
 def _declared(data: bytes) -> str | None:

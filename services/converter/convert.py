@@ -33,7 +33,7 @@ from markitdown import (
 from libs.errors import ConversionError, NoTextError, UnsupportedFormatError
 from services.converter import ole
 from services.converter.archive import ArchiveLimits, check_archive, is_zip
-from services.converter.charset import DEFAULT_LEGACY, MARKUP, detect_charset
+from services.converter.charset import DEFAULT_LEGACY, MARKUP, read_text
 from services.converter.chunk import PageSpan, has_text
 from services.converter.delimited import OWN_SEPARATOR, as_comma_separated, separator_of
 from services.converter.formats import VERBATIM, Route, base_name, extension_of, route_for
@@ -171,12 +171,7 @@ class DocumentConverter:
 
     def _code_document(self, data: bytes, name: str, ext: str) -> Document:
         """Source code as it is (`code`): its lines are the document's, its name the title."""
-        if b"\x00" in data[:8192]:
-            raise ConversionError(
-                f"could not convert '{name}': it holds binary data, so it is not {ext} source "
-                "code (a compiled file or a video under the same extension?)"
-            )
-        markdown = normalise_text(self._decoded(data, name)).rstrip()
+        markdown = normalise_text(self._decoded(data, name, f"{ext} source code")).rstrip()
         return Document(markdown, name, ext.lstrip("."), 0, [PageSpan(0, 0, len(markdown))], True)
 
     def _archive_document(self, data: bytes, name: str) -> Document:
@@ -224,11 +219,22 @@ class DocumentConverter:
             text.encode(), name, ext, Route.TEXT, as_csv=True, charset="utf-8"
         )
 
-    def _decoded(self, data: bytes, name: str) -> str:
+    def _decoded(self, data: bytes, name: str, what: str = "") -> str:
+        """The text of a text file; binary data under a text extension (a program, an image
+        or an archive renamed, which any code page would read) is refused. UTF-16 text,
+        whose bytes hold zeros, is decoded before this looks."""
         try:
-            return data.decode(detect_charset(data, self._legacy))
+            text = read_text(data, self._legacy)
         except (UnicodeDecodeError, LookupError) as exc:
             raise _undecodable(name, exc) from exc
+        if "\x00" in text:
+            what = what or f"a {extension_of(name) or 'text'} text file"
+            raise ConversionError(
+                f"could not convert '{name}': it holds binary data (NUL bytes), so it is not "
+                f"{what}; a program, an image or an archive under that name? Check what the "
+                "file really is"
+            )
+        return text
 
     def _markitdown_document(
         self,
@@ -243,7 +249,11 @@ class DocumentConverter:
         """markitdown's conversion; text is read in `charset` if the caller decoded it
         already (and handed it on as UTF-8), else in the one detected here."""
         if charset is None and route is Route.TEXT:
-            charset = detect_charset(data, self._legacy, markup=ext in MARKUP)
+            try:
+                data = read_text(data, self._legacy, markup=ext in MARKUP).encode()
+            except (UnicodeDecodeError, LookupError) as exc:
+                raise _undecodable(name, exc) from exc
+            charset = "utf-8"
         info = StreamInfo(extension=".csv" if as_csv else ext, filename=name, charset=charset)
         extra = {"style_map": _DOCX_STYLE_MAP} if ext == ".docx" else {}
         try:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from services.converter.charset import detect_charset
+from services.converter.charset import detect_charset, read_text
 
 WESTERN = {
     "fr": "Le garçon a mangé une crème brûlée à la fenêtre, où il était très à l'aise.\n",
@@ -16,6 +16,10 @@ WESTERN = {
     "sv": "Räksmörgås och smörgåsbord på Östermalm.\n",
     "en": "The naïve café owner’s résumé — “quoted” text.\n",
     "de": "Grüße aus München: Die Straße ist schön, aber die Brücke ist geschlossen.\n",
+    # Lists as Excel saves them on a German Windows ("CSV (Trennzeichen-getrennt)"): the
+    # detector's first pick was the DOS code page 775 ("M³ller;J÷rg").
+    "de-list": "Nachname;Vorname;Ort\nMüller;Jörg;Düsseldorf\nSchäfer;Björn;Lübeck\n",
+    "de-fr-list": "Name;Stadt;Betrag\nJürgen;Köln;12,50\nAnaïs;Montréal;7,25\n",
 }
 OTHERS = [
     ("cp1250", "Zażółć gęślą jaźń. Łódź jest piękna.\n"),
@@ -102,3 +106,19 @@ def test_utf16_without_a_byte_order_mark_reads_right(text: str, codec: str) -> N
 def test_text_with_a_few_control_characters_is_not_taken_for_utf16() -> None:
     log = "\x1b[31mERROR\x1b[0m disk full on /var\n\x1b[33mWARN\x1b[0m retrying\n" * 20
     assert detect_charset(log.encode()) == "utf-8"
+
+
+def test_utf8_with_a_few_bad_bytes_stays_utf8() -> None:
+    text = "“Quoted” — naïve café text, with “curly quotes” everywhere. " * 10
+    data = text.encode()
+    # A file cut inside its last character, and one Windows-1252 byte pasted in: the rest
+    # reads as UTF-8, not as mojibake of a legacy code page.
+    cut = data + "”".encode()[:2]
+    assert read_text(cut) == text + "\ufffd"
+    head, rest = text[:25], text[25:]
+    pasted = head.encode() + b"\xe9" + rest.encode()
+    assert read_text(pasted) == head + "\ufffd" + rest
+    # Text in a legacy code page has no well-formed UTF-8 to outweigh its bytes.
+    for language in WESTERN:
+        western = WESTERN[language].encode("cp1252")
+        assert read_text(western) == WESTERN[language]

@@ -100,10 +100,25 @@ def test_a_source_file_is_its_own_text_chunked_at_its_definitions(
 
 
 def test_binary_under_a_code_name_and_code_inside_an_archive(converter: DocumentConverter) -> None:
-    with pytest.raises(ConversionError, match=r"binary data, so it is not \.ts source code"):
+    with pytest.raises(
+        ConversionError, match=r"binary data \(NUL bytes\), so it is not \.ts source code"
+    ):
         converter.convert(b"G@\x00\x10" + bytes(200), "clip.ts")  # an MPEG transport stream
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w") as archive:
         archive.writestr("src/app.py", "def main():\n    pass\n")
     with pytest.raises(NoTextError, match="source code, which an archive's conversion leaves"):
         converter.convert(buffer.getvalue(), "project.zip")
+
+
+def test_utf16_code_reads_and_binary_under_a_text_name_is_refused(
+    converter: DocumentConverter,
+) -> None:
+    # Windows PowerShell ISE saves scripts as UTF-16 with a byte order mark: zero bytes that
+    # are text, not binary.
+    script = "function Get-Report {\n    param($Path)\n    Get-Content $Path\n}\n"
+    document = converter.convert(script.encode("utf-16"), "report.ps1")
+    assert document.markdown == script.rstrip()
+    for name in ("notes.txt", "export.csv", "readme.md"):
+        with pytest.raises(ConversionError, match=r"binary data \(NUL bytes\)"):
+            converter.convert(b"MZ\x90\x00\x03\x00\x00\x00" + bytes(64) + b"This program", name)
