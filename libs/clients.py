@@ -25,6 +25,7 @@ from libs.contracts import (
     ModelInfo,
     SearchResult,
     SourceList,
+    StoredVectors,
     UpsertRequest,
     UpsertResponse,
 )
@@ -126,6 +127,10 @@ class IndexClient(ServiceClient):
             params = {"chunk_index": chunk_index, "context": context}
         payload = await self.request("GET", f"/documents/{quote(doc_id, safe='')}", params=params)
         return GetDocumentResult.model_validate(payload)
+
+    async def stored_vectors(self, doc_id: str) -> StoredVectors:
+        path = f"/documents/{quote(doc_id, safe='')}/vectors"
+        return await self.fetch(StoredVectors, "GET", path)
 
     async def info(self) -> IndexInfo:
         return IndexInfo.model_validate(await self.request("GET", "/info"))

@@ -24,6 +24,7 @@ from libs.contracts import (
     ModelInfo,
     SearchResult,
     SourceList,
+    StoredVectors,
     UpsertRequest,
     UpsertResponse,
 )
@@ -61,6 +62,7 @@ class IndexPort(Protocol):
     async def get(
         self, doc_id: str, chunk_index: int | None = None, context: int = 0
     ) -> GetDocumentResult: ...
+    async def stored_vectors(self, doc_id: str) -> StoredVectors: ...
     async def info(self) -> IndexInfo: ...
     async def ready(self) -> tuple[bool, str]: ...
     # Background jobs' records (see libs.contracts.jobs): kept with the index so they survive

@@ -38,6 +38,7 @@ from libs.contracts import (
     SearchResult,
     SourceEntry,
     SourceList,
+    StoredVectors,
     UpsertRequest,
     UpsertResponse,
     decode_cursor,
@@ -45,7 +46,7 @@ from libs.contracts import (
 )
 from libs.errors import ConversionError, NoTextError, NotFoundError, UnsupportedFormatError
 from libs.formats import is_convertible
-from libs.vectors import Matrix, decode
+from libs.vectors import Matrix, decode, encode
 from services.gateway.ports import Ports
 from services.gateway.settings import GatewaySettings
 
@@ -114,6 +115,7 @@ class FakeIndex:
     def __init__(self) -> None:
         self.docs: dict[str, tuple[DocumentInfo, str, list[Chunk]]] = {}
         self.conversions: dict[str, int] = {}  # doc_id -> converter revision
+        self.vectors: dict[str, tuple[str, int, Matrix]] = {}  # doc_id -> model, dim, vectors
         self.write_delay = 0.0
         self.jobs: dict[str, JobRecord] = {}
 
@@ -147,7 +149,7 @@ class FakeIndex:
         return LookupResponse(document=None)
 
     async def upsert(self, request: UpsertRequest) -> UpsertResponse:
-        decode(request.vectors_b64, request.dim, len(request.chunks))
+        vectors = decode(request.vectors_b64, request.dim, len(request.chunks))
         if self.write_delay:
             await asyncio.sleep(self.write_delay)
         doc = request.document
@@ -168,8 +170,19 @@ class FakeIndex:
         )
         self.docs[doc_id] = (info, doc.markdown, request.chunks)
         self.conversions[doc_id] = doc.conversion
+        self.vectors[doc_id] = (request.model, request.dim, vectors)
         status = "replaced" if old.document else "indexed"
         return UpsertResponse(status=status, doc_id=doc_id, chunk_count=len(request.chunks))
+
+    async def stored_vectors(self, doc_id: str) -> StoredVectors:
+        if doc_id not in self.docs:
+            return StoredVectors()
+        model, dim, vectors = self.vectors[doc_id]
+        first: dict[str, int] = {}
+        for i, chunk in enumerate(self.docs[doc_id][2]):
+            first.setdefault(hashlib.sha256(chunk.text.encode()).hexdigest(), i)
+        rows = vectors[list(first.values())]
+        return StoredVectors(model=model, dim=dim, hashes=list(first), vectors_b64=encode(rows))
 
     async def search(self, request: IndexSearchRequest) -> SearchResult:
         hits = []

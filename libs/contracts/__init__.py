@@ -54,6 +54,7 @@ from libs.contracts.messages import (
     ModelInfo,
     NewDocument,
     ReadyStatus,
+    StoredVectors,
     UpsertRequest,
     UpsertResponse,
 )
@@ -180,6 +181,7 @@ __all__ = [
     "ServerInfoResult",
     "SourceEntry",
     "SourceList",
+    "StoredVectors",
     "ToolContract",
     "UploadInput",
     "UpsertRequest",

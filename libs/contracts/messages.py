@@ -153,6 +153,25 @@ class UpsertRequest(Model):
         return vectors
 
 
+class StoredVectors(Out):
+    """The vectors a document's chunks are stored with, one per distinct chunk text, keyed by
+    the SHA-256 (hex) of the text: what an ingest of a new version of that document, or of
+    the same bytes converted again, takes instead of embedding those texts again
+    (`services.gateway.embedding`). Empty when the document has no chunks stored."""
+
+    model: str = ""
+    dim: int = 0
+    hashes: list[str] = Field(default_factory=list)
+    vectors_b64: str = ""
+
+    def by_digest(self) -> dict[bytes, np.ndarray[Any, np.dtype[np.float32]]]:
+        """The vectors by the SHA-256 digest (bytes) of their text."""
+        if not self.hashes:
+            return {}
+        vectors = decode(self.vectors_b64, self.dim, len(self.hashes))
+        return {bytes.fromhex(h): row for h, row in zip(self.hashes, vectors, strict=True)}
+
+
 class UpsertResponse(Out):
     status: Literal["indexed", "replaced"]
     doc_id: str

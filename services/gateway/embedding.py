@@ -1,6 +1,11 @@
 """Document embedding for the ingest pipeline: the texts of a document in batches of
 `EMBED_BATCH_TEXTS`, each batch kept once embedded.
 
+A new version of a stored document embeds only its new texts: the pipeline hands in the
+vectors the stored version's chunks have (`IndexPort.stored_vectors`, by the SHA-256 of each
+text), so an edited paragraph costs its own chunks, and the same bytes converted again by a
+newer converter cost no embedding where the chunks came out the same.
+
 A slow or briefly stopped embedder must not throw work away. Each batch is its own call, with
 a time limit that fits its size (`libs.clients.EmbedderClient`) and its own retries; a batch
 that finally fails fails the ingest, but the batches before it stay in a bounded cache keyed by
@@ -13,14 +18,17 @@ from __future__ import annotations
 
 import hashlib
 from collections import OrderedDict
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
 from libs.ports import EmbedderPort
 from libs.vectors import Matrix
+from services.gateway.metrics import REUSED_VECTORS
 
 Key = tuple[str, bytes]
+Row = np.ndarray[Any, np.dtype[np.float32]]
 
 
 class VectorCache:
@@ -60,9 +68,18 @@ class DocumentEmbedder:
         self.batch_texts = batch_texts
         self.cache = VectorCache(cache_texts)
 
-    async def embed(self, texts: list[str], model: str, dim: int) -> Matrix:
+    async def embed(
+        self, texts: list[str], model: str, dim: int, stored: Mapping[bytes, Row] | None = None
+    ) -> Matrix:
+        """The vectors of `texts`; `stored` holds vectors by the SHA-256 digest of their text
+        (from the same model), which are taken as they are."""
         keys = [VectorCache.key(model, text) for text in texts]
-        rows: list[np.ndarray[Any, np.dtype[np.float32]] | None] = [self.cache.get(k) for k in keys]
+        stored = stored or {}
+        rows: list[Row | None] = [stored.get(k[1]) for k in keys]
+        REUSED_VECTORS.inc(sum(row is not None for row in rows))
+        rows = [
+            self.cache.get(k) if row is None else row for k, row in zip(keys, rows, strict=True)
+        ]
         todo = [i for i, row in enumerate(rows) if row is None]
         for start in range(0, len(todo), self.batch_texts):
             batch = todo[start : start + self.batch_texts]

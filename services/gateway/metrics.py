@@ -7,6 +7,11 @@ INGESTED_DOCUMENTS = Counter(
     "mvdb_documents_ingested_total", "Documents written by ingests", ["status"]
 )
 INGESTED_CHUNKS = Counter("mvdb_chunks_ingested_total", "Chunks written by ingests")
+REUSED_VECTORS = Counter(
+    "mvdb_ingest_reused_vectors_total",
+    "Chunk texts an ingest did not embed: their vectors came from the stored version of the "
+    "document (services.gateway.embedding)",
+)
 TOOL_CALLS = Counter("mvdb_tool_calls_total", "MCP tool calls", ["tool", "status"])
 
 # Index replicas (services.gateway.replicas); `target` is `writer` or `reader1`...`readerN`.

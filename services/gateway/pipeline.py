@@ -22,16 +22,18 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import numpy as np
 
 from libs.contracts import (
     ChunkRequest,
     ConvertResult,
+    DocumentInfo,
     IngestResult,
     ModelInfo,
     NewDocument,
     UpsertRequest,
 )
-from libs.errors import InvalidInputError
+from libs.errors import InvalidInputError, MvdbError
 from libs.formats import CONVERTER_REVISION
 from libs.ports import ConverterPort, EmbedderPort, IndexPort
 from libs.telemetry import STAGE_SECONDS
@@ -178,6 +180,22 @@ class Pipeline:
 
     # --------------------------------------------------------------------- the core
 
+    async def _stored_vectors(
+        self, existing: DocumentInfo, model: ModelInfo
+    ) -> dict[bytes, np.ndarray[Any, np.dtype[np.float32]]] | None:
+        """The vectors the stored version's chunks have, when the same model made them; None
+        when the index cannot say (the ingest then embeds every text, as before)."""
+        try:
+            stored = await self.index.stored_vectors(existing.doc_id)
+        except MvdbError as exc:
+            log.warning(
+                "stored vectors of %s unavailable (%s); embedding all", existing.doc_id, exc
+            )
+            return None
+        if stored.model != model.name or stored.dim != model.dim:
+            return None
+        return stored.by_digest()
+
     async def _ingest(
         self,
         source: str,
@@ -207,7 +225,8 @@ class Pipeline:
             model = await self.model()
             async with _stage("embed"):
                 texts = [c.text for c in converted.chunks]
-                vectors = await self.embedding.embed(texts, model.name, model.dim)
+                stored = await self._stored_vectors(existing, model) if existing else None
+                vectors = await self.embedding.embed(texts, model.name, model.dim, stored)
             title = converted.title.strip() or Path(fallback_title).stem or source
             request = UpsertRequest(
                 document=NewDocument(

@@ -2,8 +2,9 @@
 
 With `INDEX_READ_URLS` set, the gateway's index port is this router (`services.gateway.ports`):
 
-- writes (upsert, delete) and everything the write path reads to decide (the dedup `lookup`),
-  plus the background jobs' records, always go to the writer (`INDEX_URL`);
+- writes (upsert, delete) and everything the write path reads (the dedup `lookup`, the
+  stored vectors an ingest reuses), plus the background jobs' records, always go to the
+  writer (`INDEX_URL`);
 - reads (search, list_documents, list_sources, list_libraries, get, info) go to the readers
   in turn (round robin). A reader that fails (cannot be reached, times out, answers 5xx or
   something that is not the contract) is skipped for `INDEX_READ_COOLDOWN_S` and the read
@@ -41,6 +42,7 @@ from libs.contracts import (
     LookupResponse,
     SearchResult,
     SourceList,
+    StoredVectors,
     UpsertRequest,
     UpsertResponse,
 )
@@ -153,6 +155,10 @@ class ReplicaRouter:
     async def lookup(self, library: str, source: str) -> LookupResponse:
         # The dedup decision before a write: a stale answer would skip a changed document.
         return await self.writer.lookup(library, source)
+
+    async def stored_vectors(self, doc_id: str) -> StoredVectors:
+        # Part of the write path, like `lookup`: the writer just named this document live.
+        return await self.writer.stored_vectors(doc_id)
 
     async def save_job(self, record: JobRecord) -> None:
         await self.writer.save_job(record)

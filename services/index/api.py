@@ -24,6 +24,7 @@ from libs.contracts import (
     LookupResponse,
     SearchResult,
     SourceList,
+    StoredVectors,
     UpsertRequest,
     UpsertResponse,
 )
@@ -103,6 +104,13 @@ async def get_document(
     context: Annotated[int, Query(ge=0, le=MAX_CONTEXT_CHUNKS)] = 0,
 ) -> GetDocumentResult:
     return await core.get(doc_id, chunk_index, context)
+
+
+@router.get("/documents/{doc_id}/vectors")
+async def stored_vectors(core: Core, doc_id: str) -> StoredVectors:
+    """The vectors the document's chunks are stored with, by text: what a new version of it
+    need not embed again."""
+    return await core.stored_vectors(doc_id)
 
 
 @router.put("/jobs/{job_id}")

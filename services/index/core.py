@@ -31,6 +31,7 @@ from libs.contracts import (
     LookupResponse,
     SearchResult,
     SourceList,
+    StoredVectors,
     UpsertRequest,
     UpsertResponse,
     decode_cursor,
@@ -208,6 +209,9 @@ class IndexCore(AsyncLifecycle):
                 f"context must be between 0 and {MAX_CONTEXT_CHUNKS}, got {context}"
             )
         return await self._run(lambda store: store.get(doc_id, chunk_index, context))
+
+    async def stored_vectors(self, doc_id: str) -> StoredVectors:
+        return await self._run(lambda store: store.stored_vectors(doc_id))
 
     async def info(self) -> IndexInfo:
         return await self._run(lambda store: store.info())

@@ -66,6 +66,14 @@ def _run(
     return done.returncode, summary, done.stderr
 
 
+def _reused_vectors(cluster: LocalCluster) -> float:
+    metrics = httpx.get(f"{cluster.gateway}/metrics", timeout=10).text
+    for line in metrics.splitlines():
+        if line.startswith("mvdb_ingest_reused_vectors_total "):
+            return float(line.split()[1])
+    raise AssertionError("the gateway exports no mvdb_ingest_reused_vectors_total")
+
+
 def _manifest(cluster: LocalCluster, library: str = "synced") -> dict[str, dict[str, Any]]:
     entries: dict[str, dict[str, Any]] = {}
     cursor = None
@@ -94,6 +102,7 @@ def test_sync_uploads_then_skips_then_follows_changes(cluster: LocalCluster, fol
     readme.write_text(readme.read_text(encoding="utf-8") + "\n\nA line added on the client.\n")
     (folder / "markitdown" / "test.json").unlink()
     (folder / "docxwriter" / "元数据.docx").unlink()
+    reused = _reused_vectors(cluster)
     code, third, err = _run(cluster, folder)
     assert code == 0, err
     assert (third["uploaded"], third["deleted"], third["failed"]) == (1, 2, 0)
@@ -101,6 +110,9 @@ def test_sync_uploads_then_skips_then_follows_changes(cluster: LocalCluster, fol
     assert "markitdown/test.json" not in after and "docxwriter/元数据.docx" not in after
     changed = after["markitdown/markitdown-project-README.md"]
     assert changed["doc_id"] != manifest["markitdown/markitdown-project-README.md"]["doc_id"]
+    # The new version embedded only its last chunk: the others' vectors came from the index.
+    chunks = httpx.get(f"{cluster.index}/documents/{changed['doc_id']}", timeout=30).json()
+    assert _reused_vectors(cluster) - reused >= chunks["chunk_count"] - 1 > 0
     got = httpx.get(f"{cluster.gateway}/jobs", timeout=10)  # the gateway is still healthy
     assert got.status_code == 200
 

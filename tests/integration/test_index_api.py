@@ -4,6 +4,7 @@ apart) and by raw httpx for status codes and error bodies."""
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -231,3 +232,22 @@ async def test_readiness_is_503_when_the_store_cannot_open(tmp_path: Path) -> No
         assert "LANCEDB_URI" in ready.json()["checks"]["lancedb"]
         failed = await http.get("/info")
         assert (failed.status_code, failed.json()["error_code"]) == (500, "store_error")
+
+
+async def test_stored_vectors_come_once_per_text_with_the_model(client: IndexClient) -> None:
+    vectors = unit_vectors(3, seed=5)
+    written = await client.upsert(
+        upsert_request("v.md", ["Otters", "Rivers", "Otters"], vectors=vectors)
+    )
+    stored = await client.stored_vectors(written.doc_id)
+    assert (stored.model, stored.dim) == (MODEL, DIM)
+    by_digest = stored.by_digest()
+    digest = {t: hashlib.sha256(t.encode()).digest() for t in ("Otters", "Rivers")}
+    assert set(by_digest) == set(digest.values())  # a repeated text comes once
+    assert (by_digest[digest["Otters"]] == vectors[0]).all()
+    assert (by_digest[digest["Rivers"]] == vectors[1]).all()
+    # A document this index does not hold has none, and so has one being replaced: after
+    # the replace the old doc_id's chunks are gone.
+    assert (await client.stored_vectors("no-such-doc")).hashes == []
+    await client.upsert(upsert_request("v.md", ["Beavers"], seed=2))
+    assert (await client.stored_vectors(written.doc_id)).hashes == []

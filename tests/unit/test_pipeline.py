@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from libs.contracts import EmbedKind, FolderIngestResult, IngestFolderInput
+from libs.contracts import EmbedKind, FolderIngestResult, IngestFolderInput, StoredVectors
 from libs.errors import ConversionError, InvalidInputError, UnsupportedFormatError, UpstreamError
 from libs.formats import CONVERTER_REVISION
 from libs.vectors import Matrix
@@ -193,3 +193,36 @@ async def test_batches_embedded_before_a_failure_are_not_embedded_again() -> Non
     result = await pipeline.ingest_content(text, "long-note", "default", None)
     assert result.status == "indexed" and result.chunk_count == 10
     assert embedder.texts == 10  # the retry embedded the other 6 only
+
+
+async def test_a_new_version_embeds_only_the_texts_it_does_not_share(
+    parts: tuple[FakeConverter, FakeEmbedder, FakeIndex],
+) -> None:
+    converter, embedder, index = parts
+    # No in-memory cache: what is spared comes from the stored version alone.
+    settings = GatewaySettings(_env_file=None, embed_cache_texts=0)
+    pipeline = Pipeline(settings, converter, embedder, index)
+    first = await pipeline.ingest_content("alpha\n\nbeta\n\ngamma", "note", "default", None)
+    assert embedder.texts == 3
+    second = await pipeline.ingest_content(
+        "alpha\n\nbeta, edited\n\ngamma", "note", "default", None
+    )
+    assert second.status == "replaced" and embedder.texts == 4  # the edited chunk alone
+    old, new = index.vectors[first.doc_id][2], index.vectors[second.doc_id][2]
+    assert (new[0] == old[0]).all() and (new[2] == old[2]).all()
+    # The same bytes converted again (made by an older converter) embed nothing new.
+    index.conversions[second.doc_id] = 0
+    third = await pipeline.ingest_content("alpha\n\nbeta, edited\n\ngamma", "note", "default", None)
+    assert third.status == "replaced" and embedder.texts == 4
+    # Vectors another model made are not taken, nor are any when the index cannot say.
+    _, dim, vectors = index.vectors[third.doc_id]
+    index.vectors[third.doc_id] = ("another-model", dim, vectors)
+    await pipeline.ingest_content("alpha\n\nbeta\n\ngamma", "note", "default", None)
+    assert embedder.texts == 7
+
+    async def unavailable(doc_id: str) -> StoredVectors:
+        raise UpstreamError("the index is busy")
+
+    index.stored_vectors = unavailable  # type: ignore[method-assign]
+    await pipeline.ingest_content("alpha\n\nbeta", "note", "default", None)
+    assert embedder.texts == 9

@@ -45,6 +45,7 @@ from libs.contracts import (
     LookupResponse,
     SearchResult,
     SourceList,
+    StoredVectors,
     UpsertRequest,
     UpsertResponse,
 )
@@ -125,6 +126,9 @@ class IndexStore:
         self, doc_id: str, chunk_index: int | None = None, context: int = 0
     ) -> GetDocumentResult:
         return reads.get(self.state, doc_id, chunk_index, context)
+
+    def stored_vectors(self, doc_id: str) -> StoredVectors:
+        return reads.stored_vectors(self.state, doc_id)
 
     def list_libraries(self) -> ListLibrariesResult:
         return reads.list_libraries(self.state)

@@ -8,8 +8,10 @@ counts read only the documents table, never the chunks.
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
+import numpy as np
 from lancedb.table import AsyncTable, Table
 
 from libs.contracts import (
@@ -22,9 +24,11 @@ from libs.contracts import (
     LookupResponse,
     SourceEntry,
     SourceList,
+    StoredVectors,
     encode_cursor,
 )
 from libs.tables import header_length
+from libs.vectors import encode
 from services.index.errors import ChunkNotFound, DocumentNotFound
 from services.index.filters import equals, quote
 from services.index.store import snapshot
@@ -98,6 +102,35 @@ def get(
     result.content = window_markdown(row["markdown"], [c.content for c in window])
     result.chunks = window
     return result
+
+
+def stored_vectors(state: StoreState, doc_id: str) -> StoredVectors:
+    """The vectors the chunks of `doc_id` are stored with, once per distinct text (see
+    `StoredVectors`); empty for a document with no chunks here."""
+    _, chunks = tables(state)
+    stamp = state.stamp
+    if chunks is None or stamp is None:
+        return StoredVectors()
+    rows = (
+        chunks.search()
+        .where(equals("doc_id", doc_id))
+        .select(["content", "vector"])
+        .limit(None)
+        .to_arrow()
+    )
+    if not rows.num_rows:
+        return StoredVectors()
+    vectors = rows.column("vector").combine_chunks().flatten().to_numpy()
+    matrix = vectors.reshape(rows.num_rows, stamp.dim)
+    first: dict[str, int] = {}
+    for i, text in enumerate(rows.column("content").to_pylist()):
+        first.setdefault(hashlib.sha256(text.encode()).hexdigest(), i)
+    return StoredVectors(
+        model=stamp.model,
+        dim=stamp.dim,
+        hashes=list(first),
+        vectors_b64=encode(matrix[np.fromiter(first.values(), dtype=np.int64)]),
+    )
 
 
 def _window(
