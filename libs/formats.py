@@ -55,8 +55,15 @@ KNOWN_EXTENSIONS = frozenset(SPEC_EXTENSIONS + EXTRA_EXTENSIONS)
 # 1: 0.8.5, every type (legacy encodings, separators, ZIP members, table headers, e-mail,
 # front matter titles: docs/mcp-tool-spec.md, 0.8.4). 2: 0.8.6, RTF and OpenDocument (hidden
 # text and tracked deletions left out) and ZIP archives (their .doc and .ppt members read).
-CONVERTER_REVISION = 2
-CHANGED_AT: dict[str, int] = {"rtf": 2, "odt": 2, "ods": 2, "odp": 2, "zip": 2}
+# 3: 0.8.7, text files read as they are, and delimited tables: pasted images' base64 left
+# out, UTF-8 with a few bad bytes kept UTF-8, Excel's lists in the legacy code page (ZIP
+# archives, whose members these can be, with them). Where the chunks come out the same, the
+# new version takes the stored vectors (`services.gateway.embedding`): no embedding.
+CONVERTER_REVISION = 3
+_TEXT_REVISION_3 = ("md", "txt", "csv", "tsv", *(e.lstrip(".") for e in TEXT_EXTENSIONS))
+CHANGED_AT: dict[str, int] = {
+    "rtf": 2, "odt": 2, "ods": 2, "odp": 2, "zip": 3, **dict.fromkeys(_TEXT_REVISION_3, 3),
+}  # fmt: skip
 # Source code: read as it is, definitions as the chunks' headings (`services.converter.code`).
 # Converted when named (an upload, ingest_file, ingest_url, a sync or ingest_repo `include`
 # pattern); folder scans, ingest_repo's default patterns and the sync client's scan leave them

@@ -7,6 +7,7 @@ tables and tab-separated ones."""
 
 from __future__ import annotations
 
+import base64
 import codecs
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from pydantic import ValidationError
 from libs.formats import TEXT_EXTENSIONS, is_convertible
 from services.converter.app import create_app
 from services.converter.archive import ArchiveLimits
+from services.converter.chunk import Chunker
 from services.converter.convert import DocumentConverter
 from services.converter.formats import Route
 from services.converter.settings import ConverterSettings
@@ -138,3 +140,22 @@ def test_documentation_and_configuration_formats_are_read_as_they_are(
     assert document.markdown == text.strip()
     assert (document.file_type, document.title) == (ext.lstrip("."), "Deploying")
     assert is_convertible(f"docs/guide{ext.upper()}")  # ingest_file, folders, /upload, sync
+
+
+def test_a_pasted_image_is_not_indexed_as_base64(converter: DocumentConverter) -> None:
+    payload = base64.b64encode(bytes(range(256)) * 200).decode()
+    note = (
+        "# Meeting\n\nThe budget was approved.\n\n"
+        f"![whiteboard](data:image/png;base64,{payload})\n\n"
+        "Next steps: hire two people.\n\n"
+        '<img src="data:image/svg+xml;charset=utf-8;base64,' + payload + '">\n\n'
+        "A short one stays: [x](data:text/plain;base64,SGVsbG8=)\n"
+    )
+    document = converter.convert(note.encode(), "meeting.md")
+    assert payload[:200] not in document.markdown
+    assert "![whiteboard](data:image/png;base64...)" in document.markdown
+    assert '<img src="data:image/svg+xml;charset=utf-8;base64...">' in document.markdown
+    assert "data:text/plain;base64,SGVsbG8=" in document.markdown
+    assert document.markdown.count("\n") == note.rstrip().count("\n")  # line numbers hold
+    chunks = Chunker.bundled(192, 0).chunk(document.markdown, document.pages)
+    assert len(chunks) == 1
