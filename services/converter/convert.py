@@ -232,7 +232,7 @@ class DocumentConverter:
         except (UnicodeDecodeError, LookupError) as exc:
             raise _undecodable(name, exc) from exc
         if "\x00" in text:
-            what = what or f"a {extension_of(name) or 'text'} text file"
+            what = what or f"a text file ({extension_of(name) or 'no extension'})"
             raise ConversionError(
                 f"could not convert '{name}': it holds binary data (NUL bytes), so it is not "
                 f"{what}; a program, an image or an archive under that name? Check what the "

@@ -13,11 +13,20 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from lancedb.query import AsyncFTSQuery, AsyncVectorQuery, FullTextOperator, MatchQuery
+from lancedb.query import (
+    AsyncFTSQuery,
+    AsyncVectorQuery,
+    BooleanQuery,
+    FullTextOperator,
+    MatchQuery,
+    Occur,
+)
 from lancedb.table import AsyncTable
 
 from libs.contracts import SearchHit, SearchResult
 from libs.vectors import Matrix
+from services.index.store import cjk
+from services.index.store.schema import CJK_TERMS
 
 Row = dict[str, Any]
 Ranked = list[tuple[Row, float]]
@@ -27,14 +36,10 @@ Ranked = list[tuple[Row, float]]
 SIMILARITY = "_similarity"
 
 
-async def fts_leg(
-    table: AsyncTable, text: str, where: str | None, depth: int, columns: list[str]
-) -> list[Row]:
-    # A MatchQuery is tokenised like the indexed text and never parsed as query syntax,
-    # so operators, quotes or field names in the user's words are just words.
-    match = MatchQuery(
+def _match(text: str, column: str) -> MatchQuery:
+    return MatchQuery(
         text,
-        "content",
+        column,
         boost=1.0,
         fuzziness=0,
         max_expansions=50,
@@ -42,6 +47,18 @@ async def fts_leg(
         prefix_length=0,
         document_granularity=None,
     )
+
+
+async def fts_leg(
+    table: AsyncTable, text: str, where: str | None, depth: int, columns: list[str]
+) -> list[Row]:
+    # A MatchQuery is tokenised like the indexed text and never parsed as query syntax,
+    # so operators, quotes or field names in the user's words are just words. Chinese,
+    # Japanese and Korean text is also looked up as character pairs in `cjk_terms` (`cjk`).
+    match: MatchQuery | BooleanQuery = _match(text, "content")
+    if cjk.has_cjk(text):
+        pairs = _match(cjk.query_terms(text), CJK_TERMS)
+        match = BooleanQuery([(Occur.SHOULD, match), (Occur.SHOULD, pairs)])
     query = table.query().nearest_to_text(match)
     return await _candidates(query, where, depth, columns, "_score", float)
 

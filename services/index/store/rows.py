@@ -15,7 +15,8 @@ from libs.errors import InvalidInputError
 from libs.modelfiles import count_tokens
 from libs.vectors import Matrix
 from services.index.filters import META_JSON, META_LIST, metadata_columns
-from services.index.store.schema import DOCUMENTS_SCHEMA, PENDING, chunks_schema
+from services.index.store import cjk
+from services.index.store.schema import CJK_TERMS, DOCUMENTS_SCHEMA, PENDING, chunks_schema
 
 
 def utc_now() -> str:
@@ -96,6 +97,7 @@ def chunk_rows(request: UpsertRequest, doc_id: str, metadata: str, vectors: Matr
         "token_count": counts,
         "start_line": [c.start_line for c in request.chunks],
         "end_line": [c.end_line for c in request.chunks],
+        CJK_TERMS: [cjk.index_terms(c.text) for c in request.chunks],
         META_JSON: pa.array([meta_json] * n, type=pa.json_(pa.utf8())),
         META_LIST: [meta_list] * n,
     }

@@ -60,6 +60,7 @@ DOCUMENTS_SCHEMA = pa.schema(
 
 META_SCHEMA = pa.schema([("key", pa.string()), ("value", pa.string())])
 
+CJK_TERMS = "cjk_terms"
 # The same for chunks, NULL in the rows of an older table until `tables.upgrade_chunks`
 # fills them.
 ADDED_CHUNK_FIELDS = [
@@ -69,6 +70,9 @@ ADDED_CHUNK_FIELDS = [
     # The chunk's first and last line in the Markdown; 0 in rows from before 0.6.0.
     pa.field("start_line", pa.int32()),
     pa.field("end_line", pa.int32()),
+    # The chunk's Chinese, Japanese and Korean text as the terms of its own full-text index
+    # (`cjk`); "" without any. Added to an older table by an expression, not as NULL.
+    pa.field(CJK_TERMS, pa.string()),
 ]
 
 
@@ -175,6 +179,17 @@ FTS_CONFIG = FTS(
     lower_case=True,
     ascii_folding=True,
 )
+# `cjk_terms` is already cut into terms, separated by spaces.
+CJK_FTS_CONFIG = FTS(
+    with_position=False,
+    base_tokenizer="whitespace",
+    stem=False,
+    remove_stop_words=False,
+    lower_case=False,
+    ascii_folding=False,
+)
+# The columns with a full-text index.
+FTS_COLUMNS = ("content", CJK_TERMS)
 
 
 def key_filter(library: str, source: str) -> str:

@@ -21,14 +21,17 @@ from lancedb.table import Table
 from libs.errors import MvdbError
 from libs.modelfiles import count_tokens
 from services.index.filters import META_JSON, META_LIST, metadata_columns
-from services.index.store import ann, meta
+from services.index.store import ann, cjk, meta
 from services.index.store.rows import load_metadata
 from services.index.store.schema import (
     ADDED_CHUNK_FIELDS,
     ADDED_DOCUMENT_FIELDS,
     CHUNKS,
+    CJK_FTS_CONFIG,
+    CJK_TERMS,
     DOCUMENTS,
     DOCUMENTS_SCHEMA,
+    FTS_COLUMNS,
     FTS_CONFIG,
     HIT_DOCUMENT_ENTRY,
     JOBS,
@@ -67,7 +70,7 @@ def open_tables(state: StoreState) -> None:
         if state.chunks is None and CHUNKS in names:
             chunks = state.db.open_table(CHUNKS)
             if state.read_only:
-                if not _ready("chunks", chunks, ADDED_CHUNK_FIELDS, ["content", "doc_id"]):
+                if not _ready("chunks", chunks, ADDED_CHUNK_FIELDS, [*FTS_COLUMNS, "doc_id"]):
                     return
             else:
                 upgrade_chunks(chunks)
@@ -194,6 +197,8 @@ def ensure_chunk_indexes(chunks: Table) -> None:
     present = {tuple(index.columns) for index in chunks.list_indices()}
     if ("content",) not in present:
         chunks.create_index("content", config=FTS_CONFIG)
+    if (CJK_TERMS,) not in present:
+        chunks.create_index(CJK_TERMS, config=CJK_FTS_CONFIG)
     if ("doc_id",) not in present:
         chunks.create_index("doc_id", config=BTree())
 
@@ -211,6 +216,26 @@ def upgrade_documents(documents: Table) -> None:
         )
 
 
+def _fill_cjk_terms(chunks: Table) -> None:
+    """The CJK terms of the rows that hold CJK text and have none yet (see `cjk`)."""
+    unfilled = (
+        chunks.search()
+        .where(f"{CJK_TERMS} IS NULL")
+        .select(["chunk_id", "content"])
+        .limit(None)
+        .to_arrow()
+    )
+    if not unfilled.num_rows:
+        return
+    terms = [cjk.index_terms(text) for text in unfilled["content"].to_pylist()]
+    update = pa.table({"chunk_id": unfilled["chunk_id"], CJK_TERMS: pa.array(terms, pa.string())})
+    chunks.merge_insert("chunk_id").when_matched_update_all().execute(update)
+    log.warning(
+        "filled the CJK terms of an older chunks table",
+        extra={"fields": {"rows": unfilled.num_rows}},
+    )
+
+
 def upgrade_chunks(chunks: Table) -> None:
     """Give a chunks table from an older release the columns this one reads, filled.
 
@@ -223,9 +248,12 @@ def upgrade_chunks(chunks: Table) -> None:
     Costs one filtered pass over the table per open; the rest only while rows are unfilled.
     """
     names = set(chunks.schema.names)
-    missing = [field for field in ADDED_CHUNK_FIELDS if field.name not in names]
+    missing = [f for f in ADDED_CHUNK_FIELDS if f.name not in names and f.name != CJK_TERMS]
     if missing:
         chunks.add_columns(missing)
+    if CJK_TERMS not in names:
+        chunks.add_columns({CJK_TERMS: cjk.WITHOUT_CJK_SQL})
+    _fill_cjk_terms(chunks)
     unfilled = (
         chunks.search()
         .where(f"{META_JSON} IS NULL OR token_count IS NULL OR start_line IS NULL")
