@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import numpy as np
 
 from libs.contracts import (
     ChunkRequest,
@@ -38,7 +37,7 @@ from libs.formats import CONVERTER_REVISION
 from libs.ports import ConverterPort, EmbedderPort, IndexPort
 from libs.telemetry import STAGE_SECONDS
 from libs.vectors import encode
-from services.gateway.embedding import DocumentEmbedder
+from services.gateway.embedding import DocumentEmbedder, Row
 from services.gateway.fetch import UrlPolicy, fetch_url
 from services.gateway.metrics import INGESTED_CHUNKS, INGESTED_DOCUMENTS
 from services.gateway.settings import GatewaySettings
@@ -182,7 +181,7 @@ class Pipeline:
 
     async def _stored_vectors(
         self, existing: DocumentInfo, model: ModelInfo
-    ) -> dict[bytes, np.ndarray[Any, np.dtype[np.float32]]] | None:
+    ) -> dict[bytes, Row] | None:
         """The vectors the stored version's chunks have, when the same model made them; None
         when the index cannot say (the ingest then embeds every text, as before)."""
         try:
