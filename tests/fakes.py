@@ -117,6 +117,7 @@ class FakeIndex:
         self.conversions: dict[str, int] = {}  # doc_id -> converter revision
         self.vectors: dict[str, tuple[str, int, Matrix]] = {}  # doc_id -> model, dim, vectors
         self.write_delay = 0.0
+        self.max_body_bytes = 0  # what info() says the index takes in one write; 0 unknown
         self.jobs: dict[str, JobRecord] = {}
 
     async def save_job(self, record: JobRecord) -> None:
@@ -294,7 +295,12 @@ class FakeIndex:
     async def info(self) -> IndexInfo:
         chunks = sum(i.chunk_count for i, _, _ in self.docs.values())
         return IndexInfo(
-            uri="memory://", model="fake-model", dim=8, documents=len(self.docs), chunks=chunks
+            uri="memory://",
+            model="fake-model",
+            dim=8,
+            documents=len(self.docs),
+            chunks=chunks,
+            max_body_bytes=self.max_body_bytes,
         )
 
     async def ready(self) -> tuple[bool, str]:

@@ -214,6 +214,8 @@ class IndexInfo(Out):
     documents: int
     chunks: int
     role: IndexRole = "all"
+    # The largest write the index takes in one request (INDEX_MAX_BODY_BYTES); 0: unknown.
+    max_body_bytes: int = 0
 
 
 class ReadyStatus(Out):

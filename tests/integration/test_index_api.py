@@ -234,6 +234,10 @@ async def test_readiness_is_503_when_the_store_cannot_open(tmp_path: Path) -> No
         assert (failed.status_code, failed.json()["error_code"]) == (500, "store_error")
 
 
+async def test_info_says_the_largest_write(client: IndexClient, settings: IndexSettings) -> None:
+    assert (await client.info()).max_body_bytes == settings.index_max_body_bytes == 256 * 1024
+
+
 async def test_stored_vectors_come_once_per_text_with_the_model(client: IndexClient) -> None:
     vectors = unit_vectors(3, seed=5)
     written = await client.upsert(

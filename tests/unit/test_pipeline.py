@@ -10,7 +10,13 @@ import pytest
 from pydantic import ValidationError
 
 from libs.contracts import EmbedKind, FolderIngestResult, IngestFolderInput, StoredVectors
-from libs.errors import ConversionError, InvalidInputError, UnsupportedFormatError, UpstreamError
+from libs.errors import (
+    ConversionError,
+    InvalidInputError,
+    TooLargeError,
+    UnsupportedFormatError,
+    UpstreamError,
+)
 from libs.formats import CONVERTER_REVISION
 from libs.vectors import Matrix
 from services.gateway.folders import FolderIngest
@@ -226,3 +232,19 @@ async def test_a_new_version_embeds_only_the_texts_it_does_not_share(
     index.stored_vectors = unavailable  # type: ignore[method-assign]
     await pipeline.ingest_content("alpha\n\nbeta", "note", "default", None)
     assert embedder.texts == 9
+
+
+async def test_a_document_too_large_for_one_index_write_is_refused_before_embedding(
+    pipeline: Pipeline, parts: tuple[FakeConverter, FakeEmbedder, FakeIndex]
+) -> None:
+    _, embedder, index = parts
+    index.max_body_bytes = 100_000
+    small = await pipeline.ingest_content("alpha\n\nbeta", "small", "default", None)
+    assert small.status == "indexed"
+    texts = embedder.texts
+    big = "\n\n".join(f"paragraph {i} " + "word " * 50 for i in range(400))  # ~110 KB
+    with pytest.raises(
+        TooLargeError, match=r"400 chunks, a write of about \d+ KiB.*INDEX_MAX_BODY_BYTES, 98 KiB"
+    ):
+        await pipeline.ingest_content(big, "big", "default", None)
+    assert embedder.texts == texts and len(index.docs) == 1  # nothing embedded or written

@@ -281,4 +281,5 @@ def info(state: StoreState) -> IndexInfo:
         documents=documents.count_rows(LIVE_ONLY) if documents is not None else 0,
         chunks=chunks.count_rows() if chunks is not None else 0,
         role=state.settings.index_role,
+        max_body_bytes=state.settings.index_max_body_bytes,
     )
