@@ -45,25 +45,6 @@ UNAVAILABLE: dict[str, str] = {
 }
 KNOWN_EXTENSIONS = frozenset(SPEC_EXTENSIONS + EXTRA_EXTENSIONS)
 
-# What this release's converter and chunker make of a file: raised in a release whose
-# converter or chunker gives other Markdown or chunks for the same bytes. Each document
-# records the revision it was made with (0: made before 0.8.5, which did not record it). One
-# made before its file type last changed (`CHANGED_AT`) is stale: when its bytes come again
-# (an upload, a sync pass, a folder or repository ingest, ingest_url, ingest_content) it is
-# converted again instead of skipped as unchanged, and the manifest (`GET /sources`) says
-# `stale` so that a sync client sends it again. Documents of the other types stay current.
-# 1: 0.8.5, every type (legacy encodings, separators, ZIP members, table headers, e-mail,
-# front matter titles: docs/mcp-tool-spec.md, 0.8.4). 2: 0.8.6, RTF and OpenDocument (hidden
-# text and tracked deletions left out) and ZIP archives (their .doc and .ppt members read).
-# 3: 0.8.7, text files read as they are, and delimited tables: pasted images' base64 left
-# out, UTF-8 with a few bad bytes kept UTF-8, Excel's lists in the legacy code page (ZIP
-# archives, whose members these can be, with them). Where the chunks come out the same, the
-# new version takes the stored vectors (`services.gateway.embedding`): no embedding.
-CONVERTER_REVISION = 3
-_TEXT_REVISION_3 = ("md", "txt", "csv", "tsv", *(e.lstrip(".") for e in TEXT_EXTENSIONS))
-CHANGED_AT: dict[str, int] = {
-    "rtf": 2, "odt": 2, "ods": 2, "odp": 2, "zip": 3, **dict.fromkeys(_TEXT_REVISION_3, 3),
-}  # fmt: skip
 # Source code: read as it is, definitions as the chunks' headings (`services.converter.code`).
 # Converted when named (an upload, ingest_file, ingest_url, a sync or ingest_repo `include`
 # pattern); folder scans, ingest_repo's default patterns and the sync client's scan leave them
@@ -76,6 +57,27 @@ CODE_EXTENSIONS = (
     ".sh", ".bash", ".zsh", ".fish", ".ps1", ".psm1", ".bat", ".cmd", ".sql", ".proto",
     ".graphql", ".gql", ".tf", ".hcl", ".css", ".scss", ".less",
 )  # fmt: skip
+# What this release's converter and chunker make of a file: raised in a release whose
+# converter or chunker gives other Markdown or chunks for the same bytes. Each document
+# records the revision it was made with (0: made before 0.8.5, which did not record it). One
+# made before its file type last changed (`CHANGED_AT`) is stale: when its bytes come again
+# (an upload, a sync pass, a folder or repository ingest, ingest_url, ingest_content) it is
+# converted again instead of skipped as unchanged, and the manifest (`GET /sources`) says
+# `stale` so that a sync client sends it again. Documents of the other types stay current.
+# 1: 0.8.5, every type (legacy encodings, separators, ZIP members, table headers, e-mail,
+# front matter titles: docs/mcp-tool-spec.md, 0.8.4). 2: 0.8.6, RTF and OpenDocument (hidden
+# text and tracked deletions left out) and ZIP archives (their .doc and .ppt members read).
+# 3: 0.8.7, text files read as they are, and delimited tables: pasted images' base64 left
+# out, UTF-8 with a few bad bytes kept UTF-8, Excel's lists in the legacy code page (ZIP
+# archives, whose members these can be, with them), and source code (C functions,
+# JavaScript methods and constructors as definitions; `classify` no `class`). Where the
+# chunks come out the same, the new version takes the stored vectors
+# (`services.gateway.embedding`): no embedding.
+CONVERTER_REVISION = 3
+_REVISION_3 = (".md", ".txt", ".csv", ".tsv", ".zip", *TEXT_EXTENSIONS, *CODE_EXTENSIONS)
+CHANGED_AT: dict[str, int] = {
+    "rtf": 2, "odt": 2, "ods": 2, "odp": 2, **{e.lstrip("."): 3 for e in _REVISION_3},
+}  # fmt: skip
 # What folder scans pick: every convertible format but source code.
 SCANNED_EXTENSIONS = KNOWN_EXTENSIONS - frozenset(UNAVAILABLE)
 CONVERTIBLE_EXTENSIONS = SCANNED_EXTENSIONS | frozenset(CODE_EXTENSIONS)

@@ -4,11 +4,13 @@ A code file's Markdown is its text, decoded and with line ends normalised and no
 so every chunk's `start_line` and `end_line` are the lines of the file itself. Its title is
 its file name. The chunker cuts sections at definitions instead of Markdown headings (which a
 `# comment` would fake): a line that opens a class, function, method, interface, struct,
-enum, trait, impl block, module or namespace, in the spellings of the common languages, or
-an SQL `CREATE` of a table, view, function or procedure. Each chunk's heading path is the
-definitions it sits in, outermost first, by indentation ("class Chunker" > "def chunk(...)").
-A definition line ends as code does (`{`, `:`, `(`, `=`...), so prose in a comment is not
-one. Statements after a definition's end keep its path until the next definition.
+enum, trait, impl block, module or namespace, in the spellings of the common languages
+(also a C or C++ function, which has no keyword, and a JavaScript method, constructor or
+getter), or an SQL `CREATE` of a table, view, function or procedure. Each chunk's heading
+path is the definitions it sits in, outermost first, by indentation ("class Chunker" >
+"def chunk(...)"). A definition line ends as code does (`{`, `:`, `(`, `=`...), so prose in
+a comment is not one. Statements after a definition's end keep its path until the next
+definition.
 """
 
 from __future__ import annotations
@@ -21,15 +23,36 @@ _MODIFIERS = (
     r"pub(?:\([\w:]+\))?|@\w+(?:\([^)]*\))?)\s+)*"
 )
 _KEYWORD = (
-    r"(?:class|def|function\*?|func|fn|interface|struct|enum|trait|impl|module|namespace|"
-    r"object|protocol|extension|record|union|type)"
+    r"(?:class|def|function\*?|func|fun|fn|interface|struct|enum|trait|impl|mod|module|"
+    r"namespace|object|protocol|extension|record|union|type)"
+)
+# Words that open a statement, not a definition, where a name and parentheses follow, and
+# the marks a comment line starts with.
+_STATEMENT = (
+    r"(?!(?:if|elif|for|foreach|while|switch|catch|return|else|new|throw|case|do|await|"
+    r"yield|using|lock|sizeof|typeof|delete|with|function|print|assert|raise|except|not|"
+    r"lambda|import|from|goto|echo|puts)\b|[*/#])"
+)
+# A C, C++ or C# function without a keyword: a return type, the name, the parameters, then
+# the body's brace or nothing (the brace on the next line); a call or prototype ends in `;`.
+_C_FUNCTION = (
+    rf"{_STATEMENT}(?:[A-Za-z_][\w*&:<>\[\],]*\s+)+[*&]*[~\w:]+\s*\([^;{{}}]*\)\s*"
+    r"(?:const\s*|noexcept\s*|override\s*|->\s*[\w:<>*&]+\s*)*\{?\s*$"
+)
+# A JavaScript or TypeScript method in a class or an object literal, a constructor, a getter:
+# a name and parameters that open a block on the same line.
+_METHOD = (
+    rf"{_STATEMENT}(?:(?:async|static|get|set|readonly)\s+|\*\s*)*[A-Za-z_$#][\w$]*\s*"
+    r"\([^;{}()]*\)\s*(?::\s*[^={};()]+)?\{\s*$"
 )
 _DEFINITION = re.compile(
     rf"^(?P<indent>[ \t]*){_MODIFIERS}"
-    rf"(?:{_KEYWORD}\s*(?:<[^>]*>\s*)?(?:\([^)]*\)\s*)?[A-Za-z_$][\w$]*"  # Go: func (r *T) Name
+    # A keyword, then the name (Go: func (r *T) Name); `classify` is no `class`.
+    rf"(?:{_KEYWORD}(?![\w$])\s*(?:<[^>]*>\s*)?(?:\([^)]*\)\s*)?[A-Za-z_$][\w$]*"
     r"|(?:const|let|var)\s+[A-Za-z_$][\w$]*\s*(?::[^=]+)?=\s*(?:async\s+)?"
     r"(?:function\b|\([^)]*\)\s*(?::[^=]+)?=>|[A-Za-z_$][\w$]*\s*=>)"
     r"|(?:(?:public|private|protected|internal|static)\s+)+[\w<>\[\],.?\s]+?\s+\w+\s*\("
+    rf"|{_C_FUNCTION}|{_METHOD}"
     r"|(?P<sql>(?i:create\s+(?:or\s+replace\s+)?(?:table|view|function|procedure)\b)))"
 )
 # What a definition line ends with (a block or a signature going on); prose in a comment

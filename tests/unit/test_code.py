@@ -53,6 +53,35 @@ SAMPLES = {
         "    private int count = 0;\n}\n",
         [(1, 1, "public class App"), (2, 2, "public static void main(String[] args)")],
     ),
+    "c": (
+        "#include <stdio.h>\n\nstatic int count = 0;\nint add(int a, int b);\n\n"
+        "static inline unsigned long *make_table(size_t n)\n{\n    if (n == 0) {\n"
+        "        return NULL;\n    }\n    for (int i = 0; i < n; i++) {\n    }\n"
+        "    printf(\"%d\\n\", add(1, 2));\n}\n\nint main(int argc, char **argv) {\n"
+        "    while (argc) {\n    }\n    return make_table(3) != 0;\n}\n",
+        [(6, 1, "static inline unsigned long *make_table(size_t n)"),
+         (16, 1, "int main(int argc, char **argv)")],
+    ),
+    "cpp": (
+        "namespace store {\nstd::vector<int> Index::search(const Query& q) const {\n"
+        "    switch (q.mode) {\n    }\n}\nIndex::~Index() {\n}\n}\n",
+        [(1, 1, "namespace store"), (2, 1, "std::vector<int> Index::search(const Query& q) const")],
+    ),
+    "javascript": (
+        "class Library {\n  constructor(url) {\n    this.url = url;\n  }\n\n"
+        "  async search(query, topK = 10) {\n    if (!query) {\n      throw new Error();\n"
+        "    }\n    return fetch(this.url).then((r) => {\n    });\n  }\n\n"
+        "  get size() {\n  }\n}\n\ndescribe('library', () => {\n  it('works', () => {\n"
+        "  });\n});\nconst api = {\n  list(limit) {\n  },\n};\n",
+        [(1, 1, "class Library"), (2, 2, "constructor(url)"),
+         (6, 2, "async search(query, topK = 10)"), (14, 2, "get size()"),
+         (23, 2, "list(limit)")],  # after the class, a statement keeps its path
+    ),
+    "kotlin": (
+        "data class Point(val x: Int)\n\nfun distance(a: Point, b: Point): Double {\n}\n",
+        [(1, 1, "data class Point(val x: Int)"),
+         (3, 1, "fun distance(a: Point, b: Point): Double")],
+    ),
     "sql": (
         "CREATE TABLE users (\n  id int\n);\ncreate or replace view v as select 1;\n",
         [(1, 1, "CREATE TABLE users ("), (4, 1, "create or replace view v as select 1;")],
@@ -67,6 +96,27 @@ def test_definitions_and_their_nesting(language: str) -> None:
     scanner = DefinitionScanner()
     found = [(k + 1, *h) for k in range(len(lines)) if (h := scanner.heading(lines, k))]
     assert found == expected
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "  enumerable: true,",  # not `enum`
+        "    default:",  # not `def`
+        "        model=stamp.model if stamp else None,",  # not `mod`
+        "raise StoreModelMismatch(stamp.model, stamp.dim)",
+        "if (count > 0) {",
+        "} else if (ready) {",
+        "for (int i = 0; i < n; i++) {",
+        'printf("%d\\n", add(1, 2));',
+        "int add(int a, int b);",  # a prototype
+        "test('works', function (t) {",  # a call with a callback
+        "** Returns sqlite3_realloc64()",  # a comment
+        "  : __assert_fail ((expr), __FILE__)",
+    ],
+)
+def test_statements_comments_and_prefixes_are_not_definitions(line: str) -> None:
+    assert DefinitionScanner().heading([line], 0) is None
 
 
 @pytest.fixture(scope="module")
