@@ -243,9 +243,11 @@ def upgrade_chunks(chunks: Table) -> None:
     merge that fills every row still NULL in one of them: `meta_json` and `meta_list`
     derived from the `metadata` text the row carries, `start_line` / `end_line` 0
     (unknown), `token_count` counted with the bundled tokenizer, the measure the converter
-    gives every new chunk (so a budget never meets an uncounted row). Run again on the next
-    open, it finishes whatever a crash left.
-    Costs one filtered pass over the table per open; the rest only while rows are unfilled.
+    gives every new chunk (so a budget never meets an uncounted row). `cjk_terms` is added
+    apart, by an expression that gives "" to every row without CJK text, and its NULL rows
+    are filled by a merge of their own (`_fill_cjk_terms`). Run again on the next open, it
+    finishes whatever a crash left.
+    Costs two filtered passes over the table per open; the rest only while rows are unfilled.
     """
     names = set(chunks.schema.names)
     missing = [f for f in ADDED_CHUNK_FIELDS if f.name not in names and f.name != CJK_TERMS]
