@@ -1,4 +1,5 @@
-"""Glob patterns over paths relative to a scanned root (`ingest_folder`, `ingest_repo`).
+"""Glob patterns over paths relative to a scanned root, and the walk of a root through them
+(`ingest_folder`'s scan, `ingest_repo`'s checkout).
 
 A pattern matches a `/`-separated relative path with `fnmatch` rules (`docs/**` below
 `docs/`), or, when it holds no `/`, the file's base name in any folder (`*.md`). A pattern
@@ -8,9 +9,10 @@ the servers these run on.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import os
+from collections.abc import Callable, Iterator, Sequence
 from fnmatch import fnmatchcase
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 
 
 def matches(path: str, patterns: Sequence[str]) -> bool:
@@ -30,3 +32,37 @@ def matches(path: str, patterns: Sequence[str]) -> bool:
 def folder_matches(relative_dir: str, patterns: Sequence[str]) -> bool:
     """Whether everything below the folder `relative_dir` is left out by `patterns`."""
     return matches(relative_dir + "/x", patterns)
+
+
+def walk(
+    root: Path,
+    include: Sequence[str] | None,
+    exclude: Sequence[str],
+    *,
+    recursive: bool = True,
+    hidden: bool = True,
+    onerror: Callable[[OSError], None] | None = None,
+) -> Iterator[tuple[str, Path]]:
+    """(relative path, full path) of every entry below `root` that `include` matches (all
+    when None) and `exclude` does not, folders in sorted order and names sorted in each;
+    excluded folders are not entered. Without `hidden`, names starting with a dot are left
+    out, folders too. Blocking: for worker threads. What an entry is (a file, a link) is
+    for the caller to look at."""
+    for top, dirs, names in os.walk(root, onerror=onerror):
+        here = Path(top).relative_to(root).as_posix()
+        prefix = "" if here == "." else here + "/"
+        kept = (
+            d
+            for d in dirs
+            if (hidden or not d.startswith(".")) and not folder_matches(prefix + d, exclude)
+        )
+        dirs[:] = sorted(kept) if recursive else []
+        for name in sorted(names):
+            relative = prefix + name
+            if not hidden and name.startswith("."):
+                continue
+            if matches(relative, exclude) or (
+                include is not None and not matches(relative, include)
+            ):
+                continue
+            yield relative, Path(top) / name

@@ -28,8 +28,8 @@ from urllib.parse import urlsplit
 
 from libs.errors import FetchError, InvalidInputError, MvdbError, NotFoundError, TooLargeError
 from libs.formats import SCANNED_EXTENSIONS
+from services.gateway import globs
 from services.gateway.fetch import UrlPolicy
-from services.gateway.globs import folder_matches, matches
 
 DEFAULT_INCLUDE = tuple(sorted({f"*{ext}" for ext in SCANNED_EXTENSIONS} - {"*.zip"}))
 DEFAULT_EXCLUDE = (
@@ -256,18 +256,11 @@ def walk(
     includes = tuple(include) if include else DEFAULT_INCLUDE
     excludes = (*DEFAULT_EXCLUDE, *(exclude or ()))
     found = RepoFiles()
-    for dirpath, dirnames, filenames in os.walk(root):
-        relative_dir = Path(dirpath).relative_to(root).as_posix()
-        prefix = "" if relative_dir == "." else relative_dir + "/"
-        dirnames[:] = sorted(d for d in dirnames if not folder_matches(prefix + d, excludes))
-        for name in sorted(filenames):
-            path = prefix + name
-            if matches(path, excludes) or not matches(path, includes):
-                continue
-            info = os.lstat(os.path.join(dirpath, name))
-            if not stat.S_ISREG(info.st_mode) or info.st_size > max_file_bytes:
-                found.ignored.append(path)
-                continue
-            found.files.append(path)
+    for path, full in globs.walk(root, includes, excludes):
+        info = os.lstat(full)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > max_file_bytes:
+            found.ignored.append(path)
+            continue
+        found.files.append(path)
     found.files.sort()
     return found

@@ -22,7 +22,7 @@ from libs.errors import (
     TooLargeError,
 )
 from libs.formats import is_convertible, is_known, is_scanned
-from services.gateway.globs import folder_matches, matches
+from services.gateway.globs import walk
 
 # Linux's limits; a longer path can only fail, and `stat` would fail with an OSError.
 _PATH_MAX = 4096
@@ -144,29 +144,25 @@ def scan_folder(
     files: list[Path] = []
     ignored: list[Path] = []
     unreadable: list[str] = []
-    excluded = tuple(exclude or ())
 
     def failed(error: OSError) -> None:
         unreadable.append(f"{error.filename}: {error.strerror or error}")
 
-    for top, dirs, names in os.walk(folder, onerror=failed):
-        here = Path(top).relative_to(folder).as_posix()
-        prefix = "" if here == "." else here + "/"
-        kept = (
-            d for d in dirs if not d.startswith(".") and not folder_matches(prefix + d, excluded)
-        )
-        dirs[:] = sorted(kept) if recursive else []
-        for name in sorted(names):
-            entry = Path(top) / name
-            relative = prefix + name
-            if name.startswith(".") or matches(relative, excluded) or not entry.is_file():
-                continue
-            if include and not matches(relative, include):
-                continue
-            if is_convertible(name) if include else is_scanned(name):
-                files.append(entry)
-            elif is_known(name):
-                ignored.append(entry)
+    found = walk(
+        folder,
+        include or None,
+        tuple(exclude or ()),
+        recursive=recursive,
+        hidden=False,
+        onerror=failed,
+    )
+    for _, entry in found:
+        if not entry.is_file():
+            continue
+        if is_convertible(entry.name) if include else is_scanned(entry.name):
+            files.append(entry)
+        elif is_known(entry.name):
+            ignored.append(entry)
     files.sort()
     ignored.sort()
     return FolderScan(files, ignored, unreadable)
