@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import hashlib
 
 import numpy as np
 import numpy.typing as npt
@@ -26,3 +27,9 @@ def decode(data: str, dim: int, count: int | None = None) -> Matrix:
     if count is not None and matrix.shape[0] != count:
         raise InvalidInputError(f"expected {count} vectors, got {matrix.shape[0]}")
     return matrix
+
+
+def text_digest(text: str) -> bytes:
+    """The SHA-256 of a text's UTF-8 bytes: what a text's vector is kept and looked up by
+    (the gateway's vector cache, the vectors the index hands back for a stored document)."""
+    return hashlib.sha256(text.encode("utf-8")).digest()

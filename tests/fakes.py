@@ -46,7 +46,7 @@ from libs.contracts import (
 )
 from libs.errors import ConversionError, NoTextError, NotFoundError, UnsupportedFormatError
 from libs.formats import is_convertible
-from libs.vectors import Matrix, decode, encode
+from libs.vectors import Matrix, decode
 from services.gateway.ports import Ports
 from services.gateway.settings import GatewaySettings
 
@@ -179,11 +179,7 @@ class FakeIndex:
         if doc_id not in self.docs:
             return StoredVectors()
         model, dim, vectors = self.vectors[doc_id]
-        first: dict[str, int] = {}
-        for i, chunk in enumerate(self.docs[doc_id][2]):
-            first.setdefault(hashlib.sha256(chunk.text.encode()).hexdigest(), i)
-        rows = vectors[list(first.values())]
-        return StoredVectors(model=model, dim=dim, hashes=list(first), vectors_b64=encode(rows))
+        return StoredVectors.of(model, dim, [c.text for c in self.docs[doc_id][2]], vectors)
 
     async def search(self, request: IndexSearchRequest) -> SearchResult:
         hits = []

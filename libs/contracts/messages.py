@@ -23,7 +23,7 @@ from libs.contracts.fields import (
 from libs.contracts.tools import DocumentInfo
 from libs.errors import InvalidInputError
 from libs.formats import is_current
-from libs.vectors import Matrix, decode
+from libs.vectors import Matrix, decode, encode, text_digest
 
 # ------------------------------------------------------------------- converter messages
 
@@ -163,6 +163,15 @@ class StoredVectors(Out):
     dim: int = 0
     hashes: list[str] = Field(default_factory=list)
     vectors_b64: str = ""
+
+    @classmethod
+    def of(cls, model: str, dim: int, texts: list[str], vectors: Matrix) -> StoredVectors:
+        """The chunks' `vectors` (one row per text, in order), the first of each text kept."""
+        first: dict[str, int] = {}
+        for i, text in enumerate(texts):
+            first.setdefault(text_digest(text).hex(), i)
+        rows = vectors[np.fromiter(first.values(), dtype=np.int64, count=len(first))]
+        return cls(model=model, dim=dim, hashes=list(first), vectors_b64=encode(rows))
 
     def by_digest(self) -> dict[bytes, np.ndarray[Any, np.dtype[np.float32]]]:
         """The vectors by the SHA-256 digest (bytes) of their text."""

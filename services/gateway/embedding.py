@@ -16,7 +16,6 @@ a document shares with the old one.
 
 from __future__ import annotations
 
-import hashlib
 from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
@@ -24,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from libs.ports import EmbedderPort
-from libs.vectors import Matrix
+from libs.vectors import Matrix, text_digest
 from services.gateway.metrics import REUSED_VECTORS
 
 Key = tuple[str, bytes]
@@ -40,7 +39,7 @@ class VectorCache:
 
     @staticmethod
     def key(model: str, text: str) -> Key:
-        return model, hashlib.sha256(text.encode("utf-8")).digest()
+        return model, text_digest(text)
 
     def get(self, key: Key) -> np.ndarray[Any, np.dtype[np.float32]] | None:
         row = self._rows.get(key)

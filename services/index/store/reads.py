@@ -8,10 +8,8 @@ counts read only the documents table, never the chunks.
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any
 
-import numpy as np
 from lancedb.table import AsyncTable, Table
 
 from libs.contracts import (
@@ -28,7 +26,6 @@ from libs.contracts import (
     encode_cursor,
 )
 from libs.tables import header_length
-from libs.vectors import encode
 from services.index.errors import ChunkNotFound, DocumentNotFound
 from services.index.filters import equals, quote
 from services.index.store import snapshot
@@ -122,15 +119,7 @@ def stored_vectors(state: StoreState, doc_id: str) -> StoredVectors:
         return StoredVectors()
     vectors = rows.column("vector").combine_chunks().flatten().to_numpy()
     matrix = vectors.reshape(rows.num_rows, stamp.dim)
-    first: dict[str, int] = {}
-    for i, text in enumerate(rows.column("content").to_pylist()):
-        first.setdefault(hashlib.sha256(text.encode()).hexdigest(), i)
-    return StoredVectors(
-        model=stamp.model,
-        dim=stamp.dim,
-        hashes=list(first),
-        vectors_b64=encode(matrix[np.fromiter(first.values(), dtype=np.int64)]),
-    )
+    return StoredVectors.of(stamp.model, stamp.dim, rows.column("content").to_pylist(), matrix)
 
 
 def _window(
