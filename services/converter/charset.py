@@ -70,14 +70,12 @@ def detect_charset(data: bytes, legacy: str = DEFAULT_LEGACY, *, markup: bool = 
     if not candidates:
         return legacy if decodes(data, legacy) else "latin-1"
     first = candidates[0]
-    for match in candidates:
-        # The detector lists once each reading that several code pages give alike.
-        readers = {canonical(name) for name in match.could_be_from_charset}
-        if legacy not in readers or match.chaos > first.chaos + _CHAOS_TIE:
-            continue
-        if match.coherence >= first.coherence - _COHERENCE_TIE or _letters(str(match)) > _letters(
-            str(first)
-        ):
+    # The detector lists once each reading that several code pages give alike.
+    match = next((m for m in candidates if legacy in map(canonical, m.could_be_from_charset)), None)
+    if match is not None and match.chaos <= first.chaos + _CHAOS_TIE:
+        if match.coherence >= first.coherence - _COHERENCE_TIE:
+            return legacy
+        if _letters(str(match)) > _letters(str(first)):
             return legacy
     return canonical(first.encoding)
 

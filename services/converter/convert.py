@@ -223,14 +223,18 @@ class DocumentConverter:
             text.encode(), name, ext, Route.TEXT, as_csv=True, charset="utf-8"
         )
 
+    def _read(self, data: bytes, name: str, *, markup: bool = False) -> str:
+        """`data` in the encoding `charset` picks; conversion_failed if it does not read."""
+        try:
+            return read_text(data, self._legacy, markup=markup)
+        except (UnicodeDecodeError, LookupError) as exc:
+            raise _undecodable(name, exc) from exc
+
     def _decoded(self, data: bytes, name: str, what: str = "") -> str:
         """The text of a text file; binary data under a text extension (a program, an image
         or an archive renamed, which any code page would read) is refused. UTF-16 text,
         whose bytes hold zeros, is decoded before this looks."""
-        try:
-            text = read_text(data, self._legacy)
-        except (UnicodeDecodeError, LookupError) as exc:
-            raise _undecodable(name, exc) from exc
+        text = self._read(data, name)
         if "\x00" in text:
             what = what or f"a text file ({extension_of(name) or 'no extension'})"
             raise ConversionError(
@@ -253,10 +257,7 @@ class DocumentConverter:
         """markitdown's conversion; text is read in `charset` if the caller decoded it
         already (and handed it on as UTF-8), else in the one detected here."""
         if charset is None and route is Route.TEXT:
-            try:
-                data = read_text(data, self._legacy, markup=ext in MARKUP).encode()
-            except (UnicodeDecodeError, LookupError) as exc:
-                raise _undecodable(name, exc) from exc
+            data = self._read(data, name, markup=ext in MARKUP).encode()
             charset = "utf-8"
         info = StreamInfo(extension=".csv" if as_csv else ext, filename=name, charset=charset)
         extra = {"style_map": _DOCX_STYLE_MAP} if ext == ".docx" else {}

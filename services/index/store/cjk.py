@@ -34,23 +34,17 @@ def has_cjk(text: str) -> bool:
     return _RUN.search(text) is not None
 
 
+def _pairs(run: str) -> list[str]:
+    return [run[i : i + 2] for i in range(len(run) - 1)]
+
+
 def index_terms(text: str) -> str:
     """The CJK text of `text` as the index stores it: each run's characters and each pair of
     neighbours, separated by spaces; "" when there is none."""
-    terms: list[str] = []
-    for run in _RUN.findall(text):
-        terms.extend(run)
-        terms.extend(run[i : i + 2] for i in range(len(run) - 1))
-    return " ".join(terms)
+    return " ".join(t for run in _RUN.findall(text) for t in [*run, *_pairs(run)])
 
 
 def query_terms(text: str) -> str:
     """The CJK text of a query as terms: each run's pairs, or the run itself when it is one
     character (pairs rank what the query says; single characters would match most text)."""
-    terms: list[str] = []
-    for run in _RUN.findall(text):
-        if len(run) == 1:
-            terms.append(run)
-        else:
-            terms.extend(run[i : i + 2] for i in range(len(run) - 1))
-    return " ".join(terms)
+    return " ".join(t for run in _RUN.findall(text) for t in (_pairs(run) or [run]))
