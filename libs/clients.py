@@ -3,6 +3,7 @@ benchmarks). They implement the ports in `libs.ports`."""
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 from urllib.parse import quote
 
@@ -29,6 +30,7 @@ from libs.contracts import (
     UpsertRequest,
     UpsertResponse,
 )
+from libs.errors import NotFoundError
 from libs.http import ServiceClient
 from libs.vectors import Matrix, decode
 
@@ -116,7 +118,7 @@ class IndexClient(ServiceClient):
         return ListLibrariesResult.model_validate(await self.request("GET", "/libraries"))
 
     async def delete(self, doc_id: str) -> DeleteResult:
-        payload = await self.request("DELETE", f"/documents/{quote(doc_id, safe='')}")
+        payload = await self.request("DELETE", _document_path(doc_id))
         return DeleteResult.model_validate(payload)
 
     async def get(
@@ -125,22 +127,22 @@ class IndexClient(ServiceClient):
         params: dict[str, int] = {}
         if chunk_index is not None:
             params = {"chunk_index": chunk_index, "context": context}
-        payload = await self.request("GET", f"/documents/{quote(doc_id, safe='')}", params=params)
+        payload = await self.request("GET", _document_path(doc_id), params=params)
         return GetDocumentResult.model_validate(payload)
 
     async def stored_vectors(self, doc_id: str) -> StoredVectors:
-        path = f"/documents/{quote(doc_id, safe='')}/vectors"
-        return await self.fetch(StoredVectors, "GET", path)
+        return await self.fetch(StoredVectors, "GET", _document_path(doc_id) + "/vectors")
 
     async def info(self) -> IndexInfo:
         return IndexInfo.model_validate(await self.request("GET", "/info"))
 
     async def save_job(self, record: JobRecord) -> None:
-        job_id = quote(record.job.job_id, safe="")
-        await self.request("PUT", f"/jobs/{job_id}", json=record.model_dump(mode="json"))
+        path = f"/jobs/{quote(record.job.job_id, safe='')}"
+        await self.request("PUT", path, json=record.model_dump(mode="json"))
 
     async def get_job(self, job_id: str) -> JobRecord:
-        payload = await self.request("GET", f"/jobs/{quote(job_id, safe='')}")
+        path = f"/jobs/{_made_id(job_id, 'job_id', 'list_jobs gives them')}"
+        payload = await self.request("GET", path)
         return JobRecord.model_validate(payload)
 
     async def list_jobs(self, status: str | None, limit: int) -> list[JobRecord]:
@@ -153,3 +155,16 @@ class IndexClient(ServiceClient):
     async def delete_jobs(self, finished_before: str) -> int:
         payload = await self.request("DELETE", "/jobs", params={"finished_before": finished_before})
         return JobsDeleted.model_validate(payload).deleted
+
+
+def _document_path(doc_id: str) -> str:
+    return f"/documents/{_made_id(doc_id, 'doc_id', 'search and list_documents give them')}"
+
+
+def _made_id(value: str, field: str, where: str) -> str:
+    """An id the index made (a UUID), as its path segment. Any other text names nothing there,
+    and in a path could name another route (`lookup`, `a/b`, `..`): not found, unasked."""
+    try:
+        return str(uuid.UUID(value))
+    except ValueError:
+        raise NotFoundError(f"no {field} {value!r} exists: a {field} is a UUID; {where}") from None

@@ -5,6 +5,7 @@ apart) and by raw httpx for status codes and error bodies."""
 from __future__ import annotations
 
 import hashlib
+import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -187,6 +188,25 @@ async def test_an_invalid_upsert_is_a_400_that_says_what_is_wrong(http: httpx.As
     assert (await http.get("/info")).json()["documents"] == 0
 
 
+async def test_an_id_that_is_no_uuid_is_not_found_and_names_no_other_route(
+    client: IndexClient,
+) -> None:
+    """`lookup`, `..` or `a/b` as a doc_id would reach another route (or none) by its path."""
+    stored = await client.upsert(upsert_request("a.md", ["text"]))
+    for doc_id in ("lookup", "..", "a/b", "../info", "x?y=1", "does-not-exist"):
+        with pytest.raises(NotFoundError, match="a doc_id is a UUID"):
+            await client.get(doc_id)
+        with pytest.raises(NotFoundError, match="a doc_id is a UUID"):
+            await client.delete(doc_id)
+    with pytest.raises(NotFoundError, match="a job_id is a UUID"):
+        await client.get_job("../documents")
+    missing = "00000000-0000-4000-8000-000000000000"
+    with pytest.raises(NotFoundError, match="list_documents shows"):
+        await client.get(missing)
+    found = await client.get(stored.doc_id.upper())
+    assert found.doc_id == stored.doc_id
+
+
 async def test_lookup_is_not_taken_for_a_doc_id(http: httpx.AsyncClient) -> None:
     response = await http.get("/documents/lookup", params={"library": "x", "source": "y"})
     assert response.status_code == 200
@@ -252,6 +272,6 @@ async def test_stored_vectors_come_once_per_text_with_the_model(client: IndexCli
     assert (by_digest[digest["Rivers"]] == vectors[1]).all()
     # A document this index does not hold has none, and so has one being replaced: after
     # the replace the old doc_id's chunks are gone.
-    assert (await client.stored_vectors("no-such-doc")).hashes == []
+    assert (await client.stored_vectors(str(uuid.uuid4()))).hashes == []
     await client.upsert(upsert_request("v.md", ["Beavers"], seed=2))
     assert (await client.stored_vectors(written.doc_id)).hashes == []

@@ -19,6 +19,10 @@ from services.index.settings import IndexSettings
 pytestmark = pytest.mark.integration
 
 
+# Job ids are UUIDs (the gateway makes them).
+A, B, NOPE = (f"00000000-0000-4000-8000-00000000000{c}" for c in "abc")
+
+
 def record(
     job_id: str, created: str, status: str = "queued", finished: str | None = None
 ) -> JobRecord:
@@ -50,25 +54,27 @@ async def test_job_records_live_with_the_index(tmp_path: Path) -> None:
                 await client.aclose()
 
     async def first(client: IndexClient) -> None:
-        await client.save_job(record("a", "2026-01-01T00:00:00"))
-        await client.save_job(record("b", "2026-01-02T00:00:00"))
-        running = record("a", "2026-01-01T00:00:00", "running")
+        await client.save_job(record(A, "2026-01-01T00:00:00"))
+        await client.save_job(record(B, "2026-01-02T00:00:00"))
+        running = record(A, "2026-01-01T00:00:00", "running")
         running.job.processed = 3
         await client.save_job(running)  # replaced whole, not added
-        assert (await client.get_job("a")).job.processed == 3
+        assert (await client.get_job(A)).job.processed == 3
         listed = await client.list_jobs(None, 10)
-        assert [r.job.job_id for r in listed] == ["b", "a"]  # newest first
-        assert [r.job.job_id for r in await client.list_jobs("running", 10)] == ["a"]
-        with pytest.raises(NotFoundError, match="no job with job_id 'nope'"):
+        assert [r.job.job_id for r in listed] == [B, A]  # newest first
+        assert [r.job.job_id for r in await client.list_jobs("running", 10)] == [A]
+        with pytest.raises(NotFoundError, match=f"no job with job_id '{NOPE}'"):
+            await client.get_job(NOPE)
+        with pytest.raises(NotFoundError, match="job_id 'nope' exists: a job_id is a UUID"):
             await client.get_job("nope")
 
     async def after_restart(client: IndexClient) -> None:
-        assert (await client.get_job("a")).job.status == "running"
-        done = record("b", "2026-01-02T00:00:00", "succeeded", "2026-01-03T00:00:00")
+        assert (await client.get_job(A)).job.status == "running"
+        done = record(B, "2026-01-02T00:00:00", "succeeded", "2026-01-03T00:00:00")
         await client.save_job(done)
         assert await client.delete_jobs("2026-01-02T12:00:00") == 0  # finished after it
         assert await client.delete_jobs("2026-01-04T00:00:00") == 1  # only the finished one
-        assert [r.job.job_id for r in await client.list_jobs(None, 10)] == ["a"]
+        assert [r.job.job_id for r in await client.list_jobs(None, 10)] == [A]
 
     await with_client(first)
     await with_client(after_restart)

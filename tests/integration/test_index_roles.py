@@ -28,6 +28,8 @@ from tests.index_helpers import unit_vectors, upsert_request, write_old_store
 pytestmark = pytest.mark.integration
 
 CONSISTENCY_S = 0.3
+# Job ids are UUIDs (the gateway makes them).
+J1, J2 = "00000000-0000-4000-8000-0000000000a1", "00000000-0000-4000-8000-0000000000b2"
 
 
 @asynccontextmanager
@@ -97,7 +99,7 @@ async def test_a_reader_follows_the_writer_and_refuses_writes(tmp_path: Path) ->
         assert (await writer.info()).role == "writer"
 
         done = await writer.upsert(upsert_request("a.md", ["alpha text", "beta text"], seed=1))
-        await writer.save_job(job_record("j1"))
+        await writer.save_job(job_record(J1))
 
         async def sees_it() -> bool:
             listed = await reader.list_documents(None, 10, 0)
@@ -110,8 +112,8 @@ async def test_a_reader_follows_the_writer_and_refuses_writes(tmp_path: Path) ->
         hits = (await reader.search(query)).results
         assert hits and hits[0].doc_id == done.doc_id
         assert (await reader.lookup("default", "a.md")).document is not None
-        assert [r.job.job_id for r in await reader.list_jobs(None, 10)] == ["j1"]
-        assert (await reader.get_job("j1")).job.job_id == "j1"
+        assert [r.job.job_id for r in await reader.list_jobs(None, 10)] == [J1]
+        assert (await reader.get_job(J1)).job.job_id == J1
 
         # A write to the writer shows on the reader within the consistency window.
         second = await writer.upsert(upsert_request("b.md", ["gamma"], seed=2))
@@ -129,7 +131,7 @@ async def test_a_reader_follows_the_writer_and_refuses_writes(tmp_path: Path) ->
                 "/documents", json=upsert_request("c.md", ["x"]).model_dump(mode="json")
             ),
             reader_http.delete(f"/documents/{second.doc_id}"),
-            reader_http.put("/jobs/j2", json=job_record("j2").model_dump(mode="json")),
+            reader_http.put(f"/jobs/{J2}", json=job_record(J2).model_dump(mode="json")),
             reader_http.delete("/jobs", params={"finished_before": "2030-01-01T00:00:00"}),
             reader_http.post("/optimize"),
         ]
@@ -144,7 +146,7 @@ async def test_a_reader_follows_the_writer_and_refuses_writes(tmp_path: Path) ->
         assert (await writer.info()).documents == 2
         assert (await reader.get(second.doc_id)).doc_id == second.doc_id
         with pytest.raises(NotFoundError):
-            await reader.get_job("j2")
+            await reader.get_job(J2)
 
 
 async def test_a_reader_writes_nothing_even_to_an_unreconciled_store(tmp_path: Path) -> None:
@@ -152,7 +154,7 @@ async def test_a_reader_writes_nothing_even_to_an_unreconciled_store(tmp_path: P
     writer = IndexCore(settings_for(uri, "all"))
     store = await writer.start()
     await writer.upsert(upsert_request("a.md", ["one", "two"], seed=1))
-    await writer.save_job(job_record("j1"))
+    await writer.save_job(job_record(J1))
     # A write interrupted after its pending row (step 1): the writer's recovery removes it,
     # a reader must leave it alone.
     pending = upsert_request("b.md", ["three"], seed=2)
@@ -173,7 +175,7 @@ async def test_a_reader_writes_nothing_even_to_an_unreconciled_store(tmp_path: P
         for write in (
             reader.upsert(pending),
             reader.delete("pending-doc"),
-            reader.save_job(job_record("j2")),
+            reader.save_job(job_record(J2)),
             reader.delete_jobs("2030-01-01"),
             reader.optimize(),
         ):

@@ -21,6 +21,7 @@ from libs.telemetry import RETRIES
 from tests.fakes import search_hit
 from tests.servers import serve
 
+DOC_ID = "6f1c2d3e-4a5b-4c6d-8e7f-0a1b2c3d4e5f"
 FAST = RetryPolicy(attempts=3, max_seconds=5, initial_wait=0.001, max_wait=0.002)
 
 
@@ -57,7 +58,7 @@ async def test_4xx_is_not_retried_and_keeps_its_type() -> None:
         )
 
     with pytest.raises(NotFoundError, match="no document abc"):
-        await _client(httpx.MockTransport(handle)).get("abc")
+        await _client(httpx.MockTransport(handle)).get(DOC_ID)
     assert len(calls) == 1
 
 
@@ -83,7 +84,9 @@ async def test_connection_errors_become_upstream_errors() -> None:
     assert len(calls) == 3
 
 
-async def test_doc_ids_are_escaped_in_paths() -> None:
+async def test_an_id_that_is_no_uuid_is_not_sent() -> None:
+    """In a path it would name another route (`/documents/../../libraries`); the index
+    makes every doc_id, as a UUID, so no other names a document."""
     seen = []
 
     def handle(request: httpx.Request) -> httpx.Response:
@@ -92,9 +95,16 @@ async def test_doc_ids_are_escaped_in_paths() -> None:
             404, json={"status": "error", "error": "x", "error_code": "not_found"}
         )
 
+    client = _client(httpx.MockTransport(handle))
+    for doc_id in ("../../libraries", "lookup", "a/b", ""):
+        with pytest.raises(NotFoundError, match="is a UUID; search and list_documents give"):
+            await client.delete(doc_id)
+    with pytest.raises(NotFoundError, match="list_jobs gives them"):
+        await client.get_job("../documents")
+    assert seen == []
     with pytest.raises(NotFoundError):
-        await _client(httpx.MockTransport(handle)).delete("../../libraries")
-    assert seen == [b"/documents/..%2F..%2Flibraries"]
+        await client.delete(DOC_ID.upper())
+    assert seen == [f"/documents/{DOC_ID}".encode()]
 
 
 async def test_a_5xx_the_service_marks_final_is_not_retried() -> None:
@@ -318,7 +328,7 @@ async def test_a_service_that_keeps_timing_out_is_called_slow_not_down() -> None
 
 async def test_typed_calls_send_what_the_async_client_would() -> None:
     """The typed clients send straight to the transport: the request is still the URL under
-    the base URL (a path prefix kept, the path's escapes and the query intact), with `Host`,
+    the base URL (a path prefix kept, the query intact), with `Host`,
     the request id, a JSON body and the client's timeouts; the answer is the contract model,
     and an answer that is not the contract is an error, not a half-filled result."""
     from libs.contracts import IndexSearchRequest
@@ -331,7 +341,7 @@ async def test_typed_calls_send_what_the_async_client_would() -> None:
         seen.append(request)
         if request.url.path.endswith("/search"):
             return httpx.Response(200, json={"results": [hit], "truncated": False})
-        if request.url.path.endswith("/documents/a%2Fb"):
+        if request.url.path.endswith(f"/documents/{DOC_ID}"):
             return httpx.Response(200, json={"results": "not a document"})
         return httpx.Response(200, json={"documents": [], "count": 0, "total": 0})
 
@@ -346,7 +356,7 @@ async def test_typed_calls_send_what_the_async_client_would() -> None:
         found = await client.search(IndexSearchRequest(query="q é", top_k=3))
         await client.list_documents("lib", 5, 10)
         with pytest.raises(Exception, match="validation error"):
-            await client.get("a/b")
+            await client.get(DOC_ID)
     finally:
         request_id_var.reset(token)
     assert found.results[0].content == "café" and found.results[0].doc_id == "d1"
@@ -358,4 +368,4 @@ async def test_typed_calls_send_what_the_async_client_would() -> None:
     assert IndexSearchRequest.model_validate_json(search.content).query == "q é"
     assert search.extensions["timeout"] == {"connect": 5.0, "read": 7.0, "write": 7.0, "pool": 7.0}
     assert str(listing.url) == "http://index:8080/prefix/documents?limit=5&offset=10&library=lib"
-    assert get.url.raw_path == b"/prefix/documents/a%2Fb"
+    assert get.url.raw_path == f"/prefix/documents/{DOC_ID}".encode()
