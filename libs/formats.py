@@ -102,15 +102,17 @@ def is_scanned(filename: str) -> bool:
 
 
 def check_convertible(name: str) -> None:
-    """Refuse a file this build cannot convert, saying why and what to do instead."""
+    """Refuse a file this build cannot convert, saying why and what to do instead. A file
+    named without an extension (README, LICENSE, Makefile) is read as plain text when it is
+    named (an upload, ingest_file); the converter refuses it if its bytes are binary. Folder
+    scans pass such files by (`is_scanned`)."""
     ext = extension_of(name)
-    if ext in CONVERTIBLE_EXTENSIONS:
+    if ext in CONVERTIBLE_EXTENSIONS or not ext:
         return
     if ext in UNAVAILABLE:
         raise UnsupportedFormatError(f"cannot convert '{name}': {UNAVAILABLE[ext]}")
-    what = f"'{ext}' files" if ext else "files without an extension"
     raise UnsupportedFormatError(
-        f"cannot convert '{name}': {what} are not supported. Supported extensions: "
+        f"cannot convert '{name}': '{ext}' files are not supported. Supported extensions: "
         f"{', '.join(sorted(SCANNED_EXTENSIONS))}, and source code "
         f"({', '.join(CODE_EXTENSIONS[:8])}, ...: see server_info). For other text, index it "
         "with ingest_content."

@@ -36,7 +36,14 @@ from services.converter.archive import ArchiveLimits, check_archive, is_zip
 from services.converter.charset import DEFAULT_LEGACY, MARKUP, read_text
 from services.converter.chunk import PageSpan, has_text
 from services.converter.delimited import OWN_SEPARATOR, as_comma_separated, separator_of
-from services.converter.formats import VERBATIM, Route, base_name, extension_of, route_for
+from services.converter.formats import (
+    VERBATIM,
+    Route,
+    base_name,
+    extension_of,
+    route_for,
+    type_of,
+)
 from services.converter.headings import first_heading, front_matter_title
 from services.converter.mail import mail_markdown
 from services.converter.opendocument import opendocument_markdown
@@ -114,10 +121,12 @@ class DocumentConverter:
     def convert(self, data: bytes, filename: str) -> Document:
         name = base_name(filename)
         route = route_for(name)
-        ext = extension_of(name)
+        ext = type_of(name)
         file_type = ext.lstrip(".")
         if ext in _ZIPPED:
             ext, route = _real_format(data, ext, route)  # file_type stays the name's
+        elif not extension_of(name) and is_zip(data):
+            raise _binary(name, "a ZIP archive")  # an Office document or .zip, unnamed
         if route is Route.PDF:
             document = self._pdf(data, name, file_type)
         else:
@@ -236,12 +245,7 @@ class DocumentConverter:
         whose bytes hold zeros, is decoded before this looks."""
         text = self._read(data, name)
         if "\x00" in text:
-            what = what or f"a text file ({extension_of(name) or 'no extension'})"
-            raise ConversionError(
-                f"could not convert '{name}': it holds binary data (NUL bytes), so it is not "
-                f"{what}; a program, an image or an archive under that name? Check what the "
-                "file really is"
-            )
+            raise _binary(name, "NUL bytes", what)
         return text
 
     def _markitdown_document(
@@ -337,6 +341,16 @@ def _tidy(text: str) -> str:
     one empty line."""
     text = "\n".join(line.rstrip() for line in _LINE_END.split(text))
     return _BLANK_RUN.sub("\n\n", text)
+
+
+def _binary(name: str, found: str, what: str = "") -> ConversionError:
+    """Binary data under a text file's name (or none)."""
+    what = what or f"a text file ({extension_of(name) or 'no extension'})"
+    return ConversionError(
+        f"could not convert '{name}': it holds binary data ({found}), so it is not {what}; "
+        "a program, an image or an archive under that name? Check what the file really is "
+        "and give it its type's extension"
+    )
 
 
 def _undecodable(name: str, exc: Exception) -> ConversionError:

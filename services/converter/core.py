@@ -15,7 +15,7 @@ from libs.contracts import ChunkRequest, ConvertResult
 from libs.errors import MvdbError, TooLargeError
 from libs.lifecycle import AsyncLifecycle
 from services.converter.archive import ArchiveLimits
-from services.converter.formats import ROUTES, base_name, extension_of, route_for
+from services.converter.formats import ROUTES, base_name, route_for, type_of
 from services.converter.metrics import CONVERSIONS, JOB_SECONDS
 from services.converter.settings import ConverterSettings
 from services.converter.worker import ChunkJob, ConvertJob, WorkerOptions, WorkerPool
@@ -69,7 +69,7 @@ class Converter(AsyncLifecycle):
 
     async def convert(self, data: bytes, filename: str) -> ConvertResult:
         name = base_name(filename)
-        ext = extension_of(name)
+        ext = type_of(name)
         file_type = ext.lstrip(".") if ext in ROUTES else "unsupported"
         started = time.perf_counter()
         try:

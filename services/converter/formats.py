@@ -72,12 +72,18 @@ def extension_of(filename: str) -> str:
     return f".{ext.lower()}" if dot and stem else ""
 
 
+def type_of(filename: str) -> str:
+    """The extension that picks the route: the name's, or `.txt` for a name without one
+    (README, LICENSE, Makefile: read as plain text, refused if the bytes are binary)."""
+    return extension_of(filename) or ".txt"
+
+
 def route_for(filename: str) -> Route:
     """The conversion route for `filename`, or an error naming what to do instead."""
     name = base_name(filename)
     if not name:
         raise InvalidInputError("a file name is required to pick the converter (e.g. report.pdf)")
-    ext = extension_of(name)
+    ext = type_of(name)
     route = ROUTES.get(ext)
     if route is None:
         check_convertible(name)  # raises, with the reason (no OCR, no speech-to-text...)

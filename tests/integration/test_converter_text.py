@@ -15,6 +15,7 @@ import httpx
 import pytest
 from pydantic import ValidationError
 
+from libs.errors import ConversionError, UnsupportedFormatError
 from libs.formats import TEXT_EXTENSIONS, is_convertible
 from services.converter.app import create_app
 from services.converter.archive import ArchiveLimits
@@ -159,3 +160,21 @@ def test_a_pasted_image_is_not_indexed_as_base64(converter: DocumentConverter) -
     assert document.markdown.count("\n") == note.rstrip().count("\n")  # line numbers hold
     chunks = Chunker.bundled(192, 0).chunk(document.markdown, document.pages)
     assert len(chunks) == 1
+
+
+def test_a_file_named_without_an_extension_is_read_as_plain_text(
+    converter: DocumentConverter,
+) -> None:
+    """README, LICENSE, Makefile: the bytes decide. Text is a `txt` document titled by its
+    name; binary data (a program, an unnamed ZIP or Office file) is refused, saying so."""
+    licence = b"MIT License\n\nPermission is hereby granted, free of charge, to any person\n"
+    document = converter.convert(licence, "C:\\src\\LICENSE")
+    assert (document.file_type, document.title) == ("txt", "LICENSE")
+    assert document.markdown == licence.decode().strip()
+    assert converter.convert("Grüße\n".encode("cp1252") * 3, "NOTES").markdown.startswith("Grüße")
+    refused = r"binary data .*\(no extension\).*its type's extension"
+    for data in (b"\x7fELF\x02\x01\x01\x00" + bytes(64), zip_bytes({"a.txt": b"hello"})):
+        with pytest.raises(ConversionError, match=refused):
+            converter.convert(data, "program")
+    with pytest.raises(UnsupportedFormatError, match=r"'\.bin' files are not supported"):
+        converter.convert(licence, "licence.bin")  # an extension this build cannot read

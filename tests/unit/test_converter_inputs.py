@@ -29,6 +29,8 @@ LIMITS = ArchiveLimits(max_entries=20, max_uncompressed_bytes=1_000_000, max_dep
         ("memo.doc", Route.DOCUMENT),
         ("deck.ppt", Route.SLIDES),
         ("files.zip", Route.ARCHIVE),
+        ("Makefile", Route.TEXT),  # no extension: plain text, if the bytes are text
+        ("C:\\src\\LICENSE", Route.TEXT),
     ],
 )
 def test_supported_files_are_routed(filename: str, route: Route) -> None:
@@ -42,7 +44,6 @@ def test_supported_files_are_routed(filename: str, route: Route) -> None:
         ("photo.JPEG", ["OCR"]),
         ("talk.mp3", ["speech-to-text", "ingest_content"]),
         ("random.bin", ["'.bin' files are not supported", ".pdf", ".docx", ".zip"]),
-        ("Makefile", ["without an extension"]),
     ],
 )
 def test_unconvertible_files_say_why_and_what_to_do(filename: str, words: list[str]) -> None:

@@ -158,6 +158,7 @@ async def test_folder_guards(pipeline: Pipeline, tmp_path: Path) -> None:
         ("C:\\Users\\alex\\Documents\\report.pdf", "report.pdf"),
         ("/home/alex/notes.md", "notes.md"),
         ("plain.docx", "plain.docx"),
+        ("C:\\src\\LICENSE", "LICENSE"),  # no extension: the converter reads it as text
     ],
 )
 def test_upload_names_lose_their_client_paths(raw: str, expected: str) -> None:
