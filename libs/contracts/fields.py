@@ -151,6 +151,17 @@ Content = Annotated[
     Field(min_length=1, description="Full text or Markdown to index"),
     _not_blank("content", "pass the text to index"),
 ]
+
+
+def _source(value: str) -> str:
+    if not value.strip() or any(ord(ch) < 32 or ord(ch) == 127 for ch in value):
+        raise ValueError(
+            "source must be a path-like name without control characters that is not only "
+            "whitespace, e.g. 'Projects/Q3/report.pdf'"
+        )
+    return value
+
+
 Source = Annotated[
     str,
     Field(
@@ -158,6 +169,7 @@ Source = Annotated[
         max_length=MAX_SOURCE_CHARS,
         description="Label for the origin (filename, URL...), used for dedup",
     ),
+    AfterValidator(_source),
 ]
 Url = Annotated[
     str,

@@ -12,7 +12,6 @@ from pydantic import Field
 from libs.contracts.fields import (
     DEFAULT_LIBRARY,
     MAX_PATTERNS,
-    MAX_SOURCE_CHARS,
     CheckPath,
     ChunkIndex,
     Content,
@@ -106,10 +105,8 @@ class UploadInput(_IngestInput):
     filename: str = Field(description="The file's name as the client sent it")
     data: bytes = Field(description="The file's bytes")
     source: Annotated[
-        str | None,
+        Source | None,
         Field(
-            min_length=1,
-            max_length=MAX_SOURCE_CHARS,
             description="The document's identity in its library, e.g. 'Projects/Q3/report.pdf' "
             "(dedup and replace key on it); default: the file's base name",
         ),

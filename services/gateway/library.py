@@ -135,16 +135,6 @@ def upload_name(filename: str) -> str:
     return name
 
 
-def upload_source(source: str) -> str:
-    """An upload's `source` as given, refused when it could not name a document."""
-    if not source.strip() or any(ord(ch) < 32 for ch in source):
-        raise InvalidInputError(
-            "'source' must be a path-like name without control characters, e.g. "
-            "'Projects/Q3/report.pdf'; omit it to use the file's base name"
-        )
-    return source
-
-
 class Library:
     """The document library as the gateway offers it; see the module docstring."""
 
@@ -210,7 +200,7 @@ class Library:
         """The upload's identity is its `source` when given (e.g. 'Projects/Q3/report.pdf'),
         else the file's base name; the base name's extension picks the converter."""
         name = upload_name(req.filename)
-        source = name if req.source is None else upload_source(req.source)
+        source = name if req.source is None else req.source
         return await self._ingest.ingest_bytes(req.data, name, source, req.library, req.metadata)
 
     # ------------------------------------------------------------------------- reads

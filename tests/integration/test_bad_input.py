@@ -133,6 +133,8 @@ INVALID_ARGUMENTS: list[tuple[str, dict[str, Any]]] = [
     ("get_document", {"doc_id": ""}),
     ("ingest_folder", {"folder": "x", "max_concurrency": 0}),
     ("ingest_content", {"content": "   ", "source": "s"}),  # caught by a field validator
+    ("ingest_content", {"content": "text", "source": "   "}),  # a source names a document
+    ("ingest_content", {"content": "text", "source": "notes/a\nb.md"}),
 ]
 
 
@@ -151,6 +153,9 @@ def test_invalid_input_is_one_result_on_every_path(
     named = {"search": "query", "list_documents": "limit", "get_document": "doc_id"}
     if tool in named and arguments:
         assert any(name in payload["error"] for name in arguments), payload
+    if tool == "ingest_content":
+        wrong = "source" if arguments["content"] == "text" else "content"
+        assert payload["error"].startswith(f"invalid arguments: {wrong}: "), payload
 
 
 def test_a_failure_inside_a_tool_is_marked_as_an_error(fake_session: Session) -> None:
