@@ -44,7 +44,7 @@ from services.index.store.schema import (
     key_filter,
 )
 from services.index.store.state import StoreState
-from services.index.store.tables import both, ensure_tables, require_tables, tables
+from services.index.store.tables import ensure_tables, require_tables, tables
 
 log = logging.getLogger(__name__)
 
@@ -95,7 +95,7 @@ class Writes:
     def stage(self, row: pa.Table) -> None:
         """Step 1: the new version's documents row, invisible while 'pending'."""
         documents, _ = require_tables(self.state)
-        self.state.guard.check(both(self.state))
+        self.state.guard.check([(DOCUMENTS, documents)])
         made = documents.add(row).version
         self.state.guard.committed(DOCUMENTS, documents, made)
 
@@ -108,7 +108,7 @@ class Writes:
         (chunks are written after their row and deleted before it): a plain append does,
         instead of a merge whose "not matched by source" clause scans the whole table."""
         _, chunks = require_tables(self.state)
-        self.state.guard.check(both(self.state))
+        self.state.guard.check([(CHUNKS, chunks)])
         if not replacing:
             made = chunks.add(rows).version
         else:
@@ -131,7 +131,7 @@ class Writes:
             row.schema.get_field_index("state"), "state", pa.array([LIVE] * row.num_rows)
         )
         library, source = live["library"][0].as_py(), live["source"][0].as_py()
-        self.state.guard.check(both(self.state))
+        self.state.guard.check([(DOCUMENTS, documents)])
         made = (
             documents.merge_insert("doc_id")
             .when_matched_update_all()
@@ -188,7 +188,7 @@ class Writes:
 
 def guarded_delete(state: StoreState, name: str, table: Table, where: str) -> None:
     """One delete commit, through the writer guard."""
-    state.guard.check(both(state))
+    state.guard.check([(name, table)])
     made = table.delete(where).version
     state.guard.committed(name, table, made)
 
