@@ -8,7 +8,9 @@ in the MCP input schema and documented by the same line.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+import functools
+import types
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from pydantic import (
     AfterValidator,
@@ -17,6 +19,7 @@ from pydantic import (
     Field,
     SerializerFunctionWrapHandler,
     model_serializer,
+    model_validator,
 )
 
 from libs.filters import parse_filter
@@ -48,9 +51,37 @@ class Model(BaseModel):
 
 class ToolInput(Model):
     """A tool's (or an HTTP endpoint's) input from a caller: besides unknown fields, values of
-    the wrong type are refused rather than coerced ("5" is not a top_k, "no" not a bool)."""
+    the wrong type are refused rather than coerced ("5" is not a top_k, "no" not a bool); a
+    number without a fraction is an integer, as in the JSON Schema the tools publish."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _integral_numbers(cls, data: Any) -> Any:
+        """A number without a fraction is an integer, as in JSON Schema: `5.0` is a top_k
+        (clients whose numbers are all floating point send it so); `5.5` and `"5"` are not."""
+        if not isinstance(data, dict):
+            return data
+        names = _integer_fields(cls)
+        return {
+            key: int(value)
+            if key in names and isinstance(value, float) and value.is_integer()
+            else value
+            for key, value in data.items()
+        }
+
+
+@functools.cache
+def _integer_fields(model: type[BaseModel]) -> frozenset[str]:
+    """The fields of `model` that take an integer (optional or not), by name and alias."""
+    names: set[str] = set()
+    for name, field in model.model_fields.items():
+        annotation = field.annotation
+        union = get_origin(annotation) in (Union, types.UnionType)
+        if int in (get_args(annotation) if union else (annotation,)):
+            names.update({name, field.alias or name})
+    return frozenset(names)
 
 
 class Sparse(BaseModel):

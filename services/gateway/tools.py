@@ -170,10 +170,10 @@ def describe(tool: ToolContract) -> MCPTool:
 
 
 def tool_result(payload: Json, *, is_error: bool, text: str | None = None) -> CallToolResult:
-    """The result: `payload` as structured content and as JSON text (`text` when the caller
-    has it already serialised)."""
+    """The result: `payload` as structured content and as compact JSON text (`text` when the
+    caller has it already serialised), the same for a success and an error."""
     if text is None:
-        text = json.dumps(payload, ensure_ascii=False)
+        text = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
     return CallToolResult(
         content=[TextContent(type="text", text=text)],
         structured_content=payload,

@@ -129,6 +129,8 @@ INVALID_ARGUMENTS: list[tuple[str, dict[str, Any]]] = [
     ("search", {}),  # caught by the input model: a required argument missing
     ("search", {"query": "alpha", "top_k": 0}),  # out of range
     ("search", {"query": ["alpha"]}),  # wrong type
+    ("search", {"query": "alpha", "top_k": 2.5}),  # a number with a fraction is no integer
+    ("search", {"query": "alpha", "top_k": "3"}),  # nor is a string of digits
     ("list_documents", {"limit": 5000}),
     ("get_document", {"doc_id": ""}),
     ("ingest_folder", {"folder": "x", "max_concurrency": 0}),
@@ -156,6 +158,19 @@ def test_invalid_input_is_one_result_on_every_path(
     if tool == "ingest_content":
         wrong = "source" if arguments["content"] == "text" else "content"
         assert payload["error"].startswith(f"invalid arguments: {wrong}: "), payload
+
+
+def test_a_number_without_a_fraction_is_an_integer(fake_session: Session) -> None:
+    """As in JSON Schema, whose `integer` the input schemas publish: a client whose numbers
+    are all floating point sends top_k 3 as 3.0. An error's text is its structured content
+    as compact JSON, like a success's."""
+    for arguments in ({"query": "alpha", "top_k": 3.0}, {"limit": 2.0, "offset": 0.0}):
+        tool = "search" if "query" in arguments else "list_documents"
+        result = fake_session.call(tool, arguments)
+        assert not result.is_error, payload_of(result)
+    refused = fake_session.call("search", {"query": "alpha", "top_k": 0.0})
+    text = refused.content[0].text  # type: ignore[union-attr]
+    assert text == json.dumps(refused.structured_content, separators=(",", ":"))
 
 
 def test_a_failure_inside_a_tool_is_marked_as_an_error(fake_session: Session) -> None:
