@@ -174,7 +174,8 @@ class Chunker:
                 level, text = found
                 while stack and stack[-1][0] >= level:
                     stack.pop()
-                stack.append((level, text))
+                if text:  # empty: the end of the code definitions from `level` on
+                    stack.append((level, text))
             if span.end > section_start:
                 path = tuple(text for _, text in stack)
                 sections.append(_Section(index, span.page, section_start, span.end, path))

@@ -9,8 +9,9 @@ enum, trait, impl block, module or namespace, in the spellings of the common lan
 getter), or an SQL `CREATE` of a table, view, function or procedure. Each chunk's heading
 path is the definitions it sits in, outermost first, by indentation ("class Chunker" >
 "def chunk(...)"). A definition line ends as code does (`{`, `:`, `(`, `=`...), so prose in
-a comment is not one. Statements after a definition's end keep its path until the next
-definition.
+a comment is not one. A definition ends at the next statement indented no more than it (not
+a closing bracket or `end`, a comment or a decorator): statements after it get the path of
+the definitions still open, as a heading of empty text tells the chunker.
 """
 
 from __future__ import annotations
@@ -59,6 +60,9 @@ _DEFINITION = re.compile(
 # ("class of errors.") does not.
 _OPENERS = ("{", ":", "(", ",", "=", ">", ")")
 _INDENT_TAB = 4
+# Lines at a definition's indentation that do not end it: a block's bracket (Allman's `{`)
+# or `end`, the rest of a signature (`) -> None:`), a comment, a decorator or annotation.
+_GOES_ON = re.compile(r"\s*(?:[{}()\[\]]|end\b|#|//|/\*|\*|--|@|<!--)")
 _MAX_HEADING = 120
 
 
@@ -76,11 +80,25 @@ class DefinitionScanner:
         self._open: list[int] = []  # the indentation of each enclosing definition
 
     def heading(self, lines: list[str], k: int) -> tuple[int, str] | None:
-        match = _DEFINITION.match(lines[k])
-        if match is None or not (match.group("sql") or lines[k].rstrip().endswith(_OPENERS)):
-            return None
+        """(level, text) for a definition; (level, "") for a statement that ends the open
+        definitions from that level on; None for any other line."""
+        line = lines[k]
+        match = _DEFINITION.match(line)
+        if match is None or not (match.group("sql") or line.rstrip().endswith(_OPENERS)):
+            return self._end(line)
         indent = len(match.group("indent").expandtabs(_INDENT_TAB))
         while self._open and self._open[-1] >= indent:
             self._open.pop()
         self._open.append(indent)
-        return min(len(self._open), 6), _definition_text(lines[k])
+        return min(len(self._open), 6), _definition_text(line)
+
+    def _end(self, line: str) -> tuple[int, str] | None:
+        if not self._open or not line.strip() or _GOES_ON.match(line):
+            return None
+        expanded = line.expandtabs(_INDENT_TAB)
+        indent = len(expanded) - len(expanded.lstrip())
+        if indent > self._open[-1]:
+            return None
+        while self._open and self._open[-1] >= indent:
+            self._open.pop()
+        return min(len(self._open) + 1, 6), ""

@@ -32,7 +32,7 @@ SAMPLES = {
         "export const handler = async (req: Request): Promise<Response> => {\n};\n"
         "export default class Server<T> extends Base {\n  private count = 0;\n"
         "  public async handle(req: Request): Promise<void> {\n  }\n}\n",
-        [(1, 1, "export interface Options"),
+        [(1, 1, "export interface Options"), (4, 1, ""),  # `type Mode` ends the interface
          (5, 1, "export const handler = async (req: Request): Promise<Response> =>"),
          (7, 1, "export default class Server<T> extends Base"),
          (9, 2, "public async handle(req: Request): Promise<void>")],
@@ -51,7 +51,8 @@ SAMPLES = {
     "java": (
         "public class App {\n    public static void main(String[] args) {\n    }\n"
         "    private int count = 0;\n}\n",
-        [(1, 1, "public class App"), (2, 2, "public static void main(String[] args)")],
+        [(1, 1, "public class App"), (2, 2, "public static void main(String[] args)"),
+         (4, 2, "")],  # a field after the method is in the class, not in main
     ),
     "c": (
         "#include <stdio.h>\n\nstatic int count = 0;\nint add(int a, int b);\n\n"
@@ -65,7 +66,8 @@ SAMPLES = {
     "cpp": (
         "namespace store {\nstd::vector<int> Index::search(const Query& q) const {\n"
         "    switch (q.mode) {\n    }\n}\nIndex::~Index() {\n}\n}\n",
-        [(1, 1, "namespace store"), (2, 1, "std::vector<int> Index::search(const Query& q) const")],
+        [(1, 1, "namespace store"), (2, 1, "std::vector<int> Index::search(const Query& q) const"),
+         (6, 1, "")],
     ),
     "javascript": (
         "class Library {\n  constructor(url) {\n    this.url = url;\n  }\n\n"
@@ -75,7 +77,7 @@ SAMPLES = {
         "  });\n});\nconst api = {\n  list(limit) {\n  },\n};\n",
         [(1, 1, "class Library"), (2, 2, "constructor(url)"),
          (6, 2, "async search(query, topK = 10)"), (14, 2, "get size()"),
-         (23, 2, "list(limit)")],  # after the class, a statement keeps its path
+         (18, 1, ""), (23, 1, "list(limit)")],  # a statement after the class ends it
     ),
     "kotlin": (
         "data class Point(val x: Int)\n\nfun distance(a: Point, b: Point): Double {\n}\n",
@@ -91,6 +93,8 @@ SAMPLES = {
 
 @pytest.mark.parametrize("language", sorted(SAMPLES))
 def test_definitions_and_their_nesting(language: str) -> None:
+    """(line, level, text) of each definition, and (line, level, "") where a statement ends
+    the definitions from that level on."""
     source, expected = SAMPLES[language]
     lines = source.split("\n")
     scanner = DefinitionScanner()
@@ -172,3 +176,23 @@ def test_utf16_code_reads_and_binary_under_a_text_name_is_refused(
     for name in ("notes.txt", "export.csv", "readme.md"):
         with pytest.raises(ConversionError, match=r"binary data \(NUL bytes\)"):
             converter.convert(b"MZ\x90\x00\x03\x00\x00\x00" + bytes(64) + b"This program", name)
+
+
+def test_statements_after_a_definition_are_not_inside_it() -> None:
+    """Module code after a function, and a field after a method, sit in the definitions
+    still open, not in the one that ended."""
+    body = "".join(f"    total_{i} = compute_value({i}) + offset\n" for i in range(30))
+    tail = "".join(f"    run_step({i}, verbose=True)\n" for i in range(30))
+    source = (
+        f"def prepare(offset):\n{body}    return total_0\n\n\n"
+        f'if __name__ == "__main__":\n{tail}'
+        "\nclass Report:\n    def render(self):\n        return self.text\n\n"
+        "    fields = ('title', 'summary', 'owner', 'created', 'updated', 'status')\n"
+    )
+    chunks = Chunker.bundled(64, 0).chunk(source, code=True)
+    headings = {c.text.split("\n")[0].strip(): c.headings for c in chunks}
+    main = next(c for c in chunks if "run_step(20" in c.text)
+    assert main.headings == [], headings
+    fields = next(c for c in chunks if "fields = (" in c.text)
+    assert fields.headings[:1] == ["class Report"] and "def render(self)" not in fields.headings
+    assert next(c for c in chunks if "total_3 " in c.text).headings == ["def prepare(offset)"]
