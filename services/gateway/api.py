@@ -11,8 +11,13 @@ the server's own faults.
 
 from __future__ import annotations
 
+import email.errors
+import email.header
+import email.utils
 import json
+import re
 from typing import Any, TypeVar
+from urllib.parse import unquote
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
@@ -85,7 +90,7 @@ async def upload(request: Request) -> JSONResponse:
             raise TooLargeError(
                 f"'{file.filename}' is {len(data)} bytes, over the {limit}-byte limit"
             )
-        fields: dict[str, Any] = {"filename": file.filename or "", "data": data}
+        fields: dict[str, Any] = {"filename": _client_filename(file), "data": data}
         library_field = form.get("library")
         if library_field is not None:
             if not isinstance(library_field, str):
@@ -106,6 +111,31 @@ async def upload(request: Request) -> JSONResponse:
     finally:
         await form.close()
     return JSONResponse(result.model_dump())
+
+
+_FILENAME_STAR = re.compile(r"""filename\*\s*=\s*"?([^";]+)"?""", re.IGNORECASE)
+
+
+def _client_filename(file: UploadFile) -> str:
+    """The file's name as the client meant it. .NET's HttpClient, and so PowerShell's
+    `Invoke-RestMethod -Form`, send a name that is not ASCII twice: as RFC 5987's
+    `filename*=utf-8''B%C3%A4ren.txt`, which Starlette does not read, and as a MIME encoded
+    word, `filename="=?utf-8?B?QsOkcmVuLnR4dA==?="`. The first is taken when present, else
+    the second is decoded; a plain name (curl, browsers, Python) is taken as it is."""
+    name = file.filename or ""
+    star = _FILENAME_STAR.search(file.headers.get("content-disposition", ""))
+    if star:
+        charset, _, value = email.utils.decode_rfc2231(star.group(1).strip())
+        try:
+            return unquote(value, encoding=charset or "utf-8", errors="strict")
+        except (LookupError, UnicodeDecodeError):
+            pass  # a charset or bytes that do not read: the plain name below
+    if name.startswith("=?") and name.endswith("?="):
+        try:
+            return str(email.header.make_header(email.header.decode_header(name)))
+        except (LookupError, UnicodeDecodeError, ValueError, email.errors.HeaderParseError):
+            return name
+    return name
 
 
 def _parse_metadata(raw: Any) -> dict[str, Any] | None:

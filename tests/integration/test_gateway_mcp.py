@@ -3,8 +3,10 @@ downstream ports: tool names and schemas, structured results, structured errors.
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import quote
 
 import httpx
 import pytest
@@ -149,6 +151,34 @@ async def test_upload_status_codes(gateway_url: str) -> None:
         assert unsupported.json()["error_code"] == "unsupported_format"
         too_big = await http.post("/upload", files={"file": ("big.txt", b"x" * 100_000)})
         assert too_big.status_code == 413
+
+
+async def test_an_upload_keeps_the_name_a_windows_client_encoded(gateway_url: str) -> None:
+    """PowerShell's `Invoke-RestMethod -Form` (.NET's HttpClient) sends a name that is not
+    ASCII as RFC 5987's `filename*` beside a MIME encoded word in `filename`; other clients
+    send one of the two, or the name as it is."""
+    kündigung = "Kündigung März.txt"
+    star = "utf-8''" + quote(kündigung)
+    word = "=?utf-8?B?" + base64.b64encode(kündigung.encode()).decode() + "?="
+    dispositions = {
+        f'filename="{word}"; filename*={star}': kündigung,  # PowerShell 7.4, .NET
+        f"filename=\"notes.txt\"; filename*=utf8''{quote('€ rates.txt')}": "€ rates.txt",
+        'filename="=?utf-8?Q?Gr=C3=BC=C3=9Fe.txt?="': "Grüße.txt",  # a word alone
+        'filename="Bären.txt"': "Bären.txt",  # curl, browsers, Python
+    }
+    async with httpx.AsyncClient(base_url=gateway_url, headers=FULL) as http:
+        for n, (disposition, name) in enumerate(dispositions.items()):
+            body = (
+                f'--b\r\nContent-Disposition: form-data; name="file"; {disposition}\r\n'
+                f"Content-Type: text/plain\r\n\r\nbody {n}\r\n--b--\r\n"
+            ).encode()
+            answer = await http.post(
+                "/upload",
+                content=body,
+                headers={"Content-Type": "multipart/form-data; boundary=b"},
+            )
+            assert answer.status_code == 200, answer.text
+            assert answer.json()["source"] == name, disposition
 
 
 async def test_ingest_folder_endpoint(gateway_url: str, tmp_path: Path) -> None:
