@@ -5,6 +5,9 @@ finishes, stop early when asked, and prune what was deleted.
   outcome (progress notifications and background jobs are built on these), and
   `should_stop` is asked before each file starts: a stopped run finishes the files in
   progress and starts no other (a cancelled job keeps what it did).
+- Unchanged files are skipped by the library's manifest (`stored_sources`, `GET /sources`
+  under the folder's path), read once at the start: a thousand files cost one listing, not
+  a look-up each.
 - Prune (`prune=true`): after a complete scan and a run that was not stopped, the library's
   documents whose source is a file below the folder that no longer exists are deleted. Never
   after a scan that could not read a subfolder, nor after a stopped run.
@@ -27,8 +30,10 @@ from libs.contracts import (
     FolderIngestResult,
     IngestFolderInput,
     IngestResult,
+    SourceEntry,
 )
 from libs.errors import MvdbError, NotFoundError
+from libs.ports import IndexPort
 from libs.telemetry import tell_caller
 from services.gateway.consistency import reading_from_writer
 from services.gateway.pipeline import Pipeline
@@ -96,6 +101,20 @@ async def run_bounded(
     return outcomes, stopped
 
 
+async def stored_sources(index: IndexPort, library: str, prefix: str) -> dict[str, SourceEntry]:
+    """The library's documents whose source starts with `prefix`, by source, from the
+    writer's current table (`GET /sources`, a page of a thousand at a time)."""
+    found: dict[str, SourceEntry] = {}
+    cursor: str | None = None
+    while True:
+        with reading_from_writer():
+            page = await index.list_sources(library, prefix, cursor, MAX_LIST_LIMIT)
+        found.update((entry.source, entry) for entry in page.sources)
+        cursor = page.next_cursor
+        if cursor is None or not page.sources:
+            return found
+
+
 class FolderIngest:
     """`ingest_folder` over a `Pipeline`; see the module docstring."""
 
@@ -114,7 +133,8 @@ class FolderIngest:
         scan = await asyncio.to_thread(scan_folder, root, req.recursive, req.include, req.exclude)
         if hooks.on_scanned is not None:
             await hooks.on_scanned(len(scan.files))
-        work = {path: partial(self._file, path, req) for path in scan.files}
+        stored = await stored_sources(self.pipeline.index, req.library, _below(root))
+        work = {path: partial(self._file, path, req, stored.get(str(path))) for path in scan.files}
         outcomes, stopped = await run_bounded(work, req.max_concurrency, hooks)
         deleted: list[str] = []
         if req.prune and not stopped:
@@ -129,9 +149,13 @@ class FolderIngest:
             deleted_sources=deleted,
         )
 
-    async def _file(self, path: Path, req: IngestFolderInput) -> Outcome:
+    async def _file(
+        self, path: Path, req: IngestFolderInput, stored: SourceEntry | None
+    ) -> Outcome:
         try:
-            return await self.pipeline.ingest_file(str(path), req.library, req.metadata)
+            return await self.pipeline.ingest_file(
+                str(path), req.library, req.metadata, stored=stored
+            )
         except MvdbError as exc:
             outcome = exc
         except Exception as exc:
@@ -155,18 +179,9 @@ class FolderIngest:
             await tell_caller("warning", note)
             return []
         index = self.pipeline.index
-        prefix = str(root).rstrip(os.sep) + os.sep
-        candidates: dict[str, str] = {}
-        offset = 0
-        while True:
-            with reading_from_writer():  # what to delete: from the current table only
-                page = await index.list_documents(library, MAX_LIST_LIMIT, offset)
-            for document in page.documents:
-                if document.source.startswith(prefix):
-                    candidates[document.doc_id] = document.source
-            offset += page.count
-            if not page.documents or offset >= page.total:
-                break
+        # What to delete: read again, as the run may have replaced documents.
+        stored = await stored_sources(index, library, _below(root))
+        candidates = {entry.doc_id: entry.source for entry in stored.values()}
         gone = await asyncio.to_thread(
             lambda: {d: s for d, s in candidates.items() if not os.path.lexists(s)}
         )
@@ -180,3 +195,8 @@ class FolderIngest:
         if deleted:
             log.info("pruned documents", extra={"fields": {"deleted": len(deleted)}})
         return deleted
+
+
+def _below(root: Path) -> str:
+    """The prefix of the sources of files below `root`."""
+    return str(root).rstrip(os.sep) + os.sep

@@ -31,6 +31,7 @@ from libs.contracts import (
     IngestResult,
     ModelInfo,
     NewDocument,
+    SourceEntry,
     UpsertRequest,
 )
 from libs.errors import InvalidInputError, MvdbError, TooLargeError
@@ -151,7 +152,12 @@ class Pipeline:
     # ----------------------------------------------------------------- entry points
 
     async def ingest_file(
-        self, path: str, library: str, metadata: dict[str, Any] | None
+        self,
+        path: str,
+        library: str,
+        metadata: dict[str, Any] | None,
+        *,
+        stored: SourceEntry | None = None,
     ) -> IngestResult:
         resolved = self.paths.resolve(path)
         async with _stage("read"):
@@ -163,6 +169,7 @@ class Pipeline:
             library,
             metadata,
             last_modified=read.last_modified,
+            stored=stored,
         )
 
     async def ingest_bytes(
@@ -174,8 +181,20 @@ class Pipeline:
         metadata: dict[str, Any] | None,
         *,
         last_modified: str | None = None,
+        stored: SourceEntry | None = None,
     ) -> IngestResult:
+        """`stored`: the source's entry in the library's manifest, as a folder or repository
+        run read it at its start (`folders.stored_sources`); when it holds these bytes, made
+        as this release makes them, the file is skipped without a look-up of its own."""
         digest = content_hash(data)
+        if stored is not None and stored.content_sha256 == digest and not stored.stale:
+            return IngestResult(
+                status="skipped",
+                doc_id=stored.doc_id,
+                source=source,
+                library=library,
+                chunk_count=stored.chunk_count,
+            )
 
         async def convert() -> ConvertResult:
             async with _stage("convert"):

@@ -24,11 +24,12 @@ from libs.contracts import (
     MAX_LIST_LIMIT,
     IngestRepoInput,
     RepoIngestResult,
+    SourceEntry,
 )
 from libs.errors import MvdbError, NotFoundError, TooLargeError
 from libs.telemetry import tell_caller
 from services.gateway.consistency import reading_from_writer
-from services.gateway.folders import FolderHooks, Outcome, run_bounded, tally
+from services.gateway.folders import FolderHooks, Outcome, run_bounded, stored_sources, tally
 from services.gateway.pipeline import Pipeline
 from services.gateway.repos import CloneLimits, checkout, repo_url, walk
 
@@ -48,6 +49,7 @@ class RepoIngest:
         url = repo_url(req.url)
         await self.pipeline.urls.check(url)  # refuse early, before listing anything
         indexed, before = await self._indexed(url, req.library)
+        stored = await stored_sources(self.pipeline.index, req.library, f"{url}#")
         max_file_bytes = self.pipeline.settings.max_file_bytes
         async with checkout(url, req.ref, self.pipeline.urls, self.limits) as tree:
             found = await asyncio.to_thread(
@@ -69,7 +71,8 @@ class RepoIngest:
                     "commit": tree.commit,
                     "path": path,
                 }
-                return lambda: self._file(tree.root / path, path, url, req.library, metadata)
+                known = stored.get(f"{url}#{path}")
+                return lambda: self._file(tree.root / path, path, url, req.library, metadata, known)
 
             items = {path: work(path) for path in found.files}
             outcomes, stopped = await run_bounded(items, self.concurrency, hooks)
@@ -92,12 +95,18 @@ class RepoIngest:
         )
 
     async def _file(
-        self, path: Path, relative: str, url: str, library: str, metadata: dict[str, object]
+        self,
+        path: Path,
+        relative: str,
+        url: str,
+        library: str,
+        metadata: dict[str, object],
+        stored: SourceEntry | None,
     ) -> Outcome:
         try:
             data = await asyncio.to_thread(path.read_bytes)
             return await self.pipeline.ingest_bytes(
-                data, relative, f"{url}#{relative}", library, metadata
+                data, relative, f"{url}#{relative}", library, metadata, stored=stored
             )
         except MvdbError as exc:
             outcome = exc

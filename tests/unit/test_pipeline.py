@@ -130,6 +130,38 @@ async def test_folder_ingest_reports_each_file(pipeline: Pipeline, tmp_path: Pat
     assert flat.total_files == 1 and flat.skipped == 1
 
 
+async def test_a_folder_run_skips_unchanged_files_by_the_manifest(
+    pipeline: Pipeline,
+    parts: tuple[FakeConverter, FakeEmbedder, FakeIndex],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The run reads the library's manifest under the folder once: an unchanged file costs
+    no look-up of its own; a changed one, or one made by an older converter, is converted."""
+    converter, _, index = parts
+    for n in range(5):
+        (tmp_path / f"n{n}.md").write_text(f"# Note {n}\n\nbody {n}")
+    first = await folder(pipeline, str(tmp_path))
+    assert first.indexed == 5
+    lookups: list[str] = []
+    looked_up = index.lookup
+
+    async def counted(library: str, source: str) -> Any:
+        lookups.append(source)
+        return await looked_up(library, source)
+
+    monkeypatch.setattr(index, "lookup", counted)
+    again = await folder(pipeline, str(tmp_path))
+    assert again.skipped == 5 and lookups == []
+    (tmp_path / "n1.md").write_text("# Note 1\n\nedited")
+    stale = next(d for d, (i, _, _) in index.docs.items() if i.source.endswith("n2.md"))
+    index.conversions[stale] = 0  # as a release before 0.8.5 made it
+    calls = converter.calls
+    third = await folder(pipeline, str(tmp_path))
+    assert (third.replaced, third.skipped) == (2, 3) and converter.calls == calls + 2
+    assert {Path(s).name for s in lookups} == {"n1.md", "n2.md"}  # the fake's upsert too
+
+
 async def test_folder_errors_do_not_stop_the_batch(
     pipeline: Pipeline, parts: tuple[FakeConverter, FakeEmbedder, FakeIndex], tmp_path: Path
 ) -> None:
