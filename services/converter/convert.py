@@ -2,8 +2,8 @@
 
 PDFs are read page by page with pypdfium2 (`pdf`); Markdown and plain text are their own
 Markdown, decoded here and nothing more; ZIP archives, e-mail, OpenDocument, RTF, Word and
-PowerPoint 97-2003 files have readers of their own (`zipfiles`, `mail`, `opendocument`,
-`rtf`, `worddoc`, `powerpoint`); everything else goes
+PowerPoint 97-2003 files and Excel workbooks have readers of their own (`zipfiles`, `mail`,
+`opendocument`, `rtf`, `worddoc`, `powerpoint`, `workbook`); everything else goes
 through one MarkItDown instance. Text formats are decoded here first (`charset`: a BOM,
 UTF-8, else detection) and the charset is handed to markitdown, so a Shift-JIS CSV converts
 instead of failing a UTF-8 decode. Slides and sheets keep their numbers as page spans:
@@ -51,6 +51,7 @@ from services.converter.pdf import extract_pdf, sensible_title
 from services.converter.powerpoint import ppt_markdown
 from services.converter.rtf import rtf_markdown
 from services.converter.worddoc import word_markdown
+from services.converter.workbook import xls_markdown, xlsx_markdown
 from services.converter.zipfiles import archive_markdown
 
 _SLIDE_MARKER = re.compile(r"^<!-- Slide number: (\d+) -->[ \t]*$", re.MULTILINE)
@@ -81,6 +82,8 @@ OWN_READERS: dict[str, Callable[[bytes, str], tuple[str, str]]] = {
     ".rtf": rtf_markdown,
     ".doc": word_markdown,
     ".ppt": ppt_markdown,
+    ".xlsx": xlsx_markdown,
+    ".xls": xls_markdown,
 }
 # Legacy Office names over other contents: a renamed Office Open XML file, or a web page or
 # tab-separated text, which many web applications export as "Word" or "Excel" files.

@@ -106,7 +106,7 @@ def test_tracked_deletions_and_hidden_text_are_not_the_text(
     )
 
 
-@pytest.mark.parametrize("name", ["sheets.ods", "sheets.fods"])
+@pytest.mark.parametrize("name", ["sheets.ods", "sheets.fods", "sheets.xlsx", "sheets.xls"])
 def test_sheets_are_pages(converter: DocumentConverter, name: str) -> None:
     """Each sheet under its name, one table, as markitdown gives .xlsx; the 16,384 repeated
     empty columns and million empty rows a sheet ends with are not written out."""
@@ -123,6 +123,31 @@ def test_sheets_are_pages(converter: DocumentConverter, name: str) -> None:
     assert document.title == "sheets"  # a sheet's heading is not the document's title
     first = document.pages[0]
     assert markdown[first.start : first.end].startswith("## Sheet1")
+
+
+def test_excel_workbooks_read_as_excel_shows_them(converter: DocumentConverter) -> None:
+    """The same workbook saved as .xlsx and .xls gives the same Markdown, and the same as the
+    OpenDocument reader gives its .ods: no `NaN` for an empty cell, no `Unnamed: 0` over the
+    empty column before the table, no `4.0` for a whole number, no empty sheet; a formula's
+    value as the file stored it, dates in ISO 8601, TRUE and FALSE."""
+    assert convert(converter, "sheets.xlsx").markdown == convert(converter, "sheets.ods").markdown
+    assert convert(converter, "sheets.xls").markdown == convert(converter, "sheets.ods").markdown
+    budget = convert(converter, "budget.xlsx")
+    assert budget.markdown == convert(converter, "budget.xls").markdown
+    assert budget.markdown == (
+        "## Budget\n| Item | Cost | Paid | Due |\n| --- | --- | --- | --- |\n"
+        "| Dam repair | 1200.5 | TRUE | 2027-03-01 |\n| Otter food | 80 | FALSE |  |\n"
+        "| Total | 1280.5 |  |  |\n| Share | 0.0624755954705193 |  |  |\n\n"
+        "## Notes\n| Checked by | Jörg Müller |\n| --- | --- |"
+    )
+    assert budget.page_count == 2 and [p.page for p in budget.pages] == [1, 2]
+    # An Excel 97-2003 workbook renamed .xlsx is read; another Office file is refused.
+    renamed = converter.convert((OFFICE / "budget.xls").read_bytes(), "renamed.xlsx")
+    assert renamed.markdown == budget.markdown
+    with pytest.raises(ConversionError, match="not a workbook"):
+        converter.convert((OFFICE / "word2016.doc").read_bytes(), "memo.xlsx")
+    with pytest.raises(ConversionError, match="does not read as an Excel workbook"):
+        converter.convert(_zip({"a.txt": b"x"}), "broken.xlsx")
 
 
 @pytest.mark.parametrize("name", ["slides.odp", "slides.fodp", "slides.ppt"])
