@@ -95,6 +95,13 @@ def content_hash(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def _skipped(doc_id: str, source: str, library: str, chunk_count: int) -> IngestResult:
+    """The stored version holds these bytes, made as this release makes them."""
+    return IngestResult(
+        status="skipped", doc_id=doc_id, source=source, library=library, chunk_count=chunk_count
+    )
+
+
 class Pipeline:
     def __init__(
         self,
@@ -188,13 +195,7 @@ class Pipeline:
         as this release makes them, the file is skipped without a look-up of its own."""
         digest = content_hash(data)
         if stored is not None and stored.content_sha256 == digest and not stored.stale:
-            return IngestResult(
-                status="skipped",
-                doc_id=stored.doc_id,
-                source=source,
-                library=library,
-                chunk_count=stored.chunk_count,
-            )
+            return _skipped(stored.doc_id, source, library, stored.chunk_count)
 
         async def convert() -> ConvertResult:
             async with _stage("convert"):
@@ -268,13 +269,7 @@ class Pipeline:
             # made before their file type's conversion changed
             # (`libs.formats.CONVERTER_REVISION`), they are converted anew.
             if existing is not None and existing.content_hash == digest and found.current:
-                return IngestResult(
-                    status="skipped",
-                    doc_id=existing.doc_id,
-                    source=source,
-                    library=library,
-                    chunk_count=existing.chunk_count,
-                )
+                return _skipped(existing.doc_id, source, library, existing.chunk_count)
             # The converter refuses a document without text (no_text_extracted).
             converted = await produce()
             model = await self.model()
