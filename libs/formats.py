@@ -27,7 +27,17 @@ TEXT_EXTENSIONS = (
 # OpenDocument (LibreOffice) text, spreadsheets and presentations, packaged and flat, and Rich
 # Text Format.
 OFFICE_EXTENSIONS = (".odt", ".ods", ".odp", ".fodt", ".fods", ".fodp", ".rtf")
-EXTRA_EXTENSIONS = (".epub", ".ipynb", ".tsv", ".msg", ".eml", *OFFICE_EXTENSIONS, *TEXT_EXTENSIONS)
+# Office Open XML's macro-enabled, template and slide-show files: the same containers as
+# the formats they vary, read as those (their file type stays their own).
+OFFICE_VARIANTS = {
+    ".docm": ".docx", ".dotx": ".docx", ".dotm": ".docx",
+    ".xlsm": ".xlsx", ".xltx": ".xlsx", ".xltm": ".xlsx",
+    ".pptm": ".pptx", ".ppsx": ".pptx", ".ppsm": ".pptx", ".potx": ".pptx", ".potm": ".pptx",
+}  # fmt: skip
+EXTRA_EXTENSIONS = (
+    ".epub", ".ipynb", ".tsv", ".msg", ".eml", *OFFICE_EXTENSIONS, *OFFICE_VARIANTS,
+    *TEXT_EXTENSIONS,
+)  # fmt: skip
 
 _OCR = (
     "reading text from images needs OCR, and no OCR engine is installed in the converter; "

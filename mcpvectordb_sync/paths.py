@@ -15,7 +15,8 @@ SUPPORTED_EXTENSIONS = frozenset(
     {".pdf", ".docx", ".doc", ".pptx", ".ppt", ".xlsx", ".xls", ".html", ".htm", ".txt", ".md",
      ".csv", ".json", ".xml", ".zip", ".epub", ".ipynb", ".tsv", ".markdown", ".mdx", ".text",
      ".rst", ".adoc", ".asciidoc", ".yaml", ".yml", ".toml", ".msg", ".eml", ".odt", ".ods",
-     ".odp", ".fodt", ".fods", ".fodp", ".rtf"}
+     ".odp", ".fodt", ".fods", ".fodp", ".rtf", ".docm", ".dotx", ".dotm", ".xlsm", ".xltx",
+     ".xltm", ".pptm", ".ppsx", ".ppsm", ".potx", ".potm"}
 )  # fmt: skip
 # What the gateway converts and a scan takes (libs.formats.SCANNED_EXTENSIONS), and source
 # code, which it converts but a scan takes only when an `--include` glob names it

@@ -31,6 +31,7 @@ from markitdown import (
 )
 
 from libs.errors import ConversionError, NoTextError, UnsupportedFormatError
+from libs.formats import OFFICE_VARIANTS
 from services.converter import ole
 from services.converter.archive import ArchiveLimits, check_archive, is_zip
 from services.converter.charset import DEFAULT_LEGACY, MARKUP, read_text
@@ -124,8 +125,9 @@ class DocumentConverter:
     def convert(self, data: bytes, filename: str) -> Document:
         name = base_name(filename)
         route = route_for(name)
-        ext = type_of(name)
-        file_type = ext.lstrip(".")
+        named = type_of(name)
+        file_type = named.lstrip(".")
+        ext = OFFICE_VARIANTS.get(named, named)  # a .docm read as a .docx, an .xlsm as...
         if ext in _ZIPPED:
             ext, route = _real_format(data, ext, route)  # file_type stays the name's
         elif not extension_of(name) and is_zip(data):

@@ -11,7 +11,7 @@ from __future__ import annotations
 from enum import Enum
 
 from libs.errors import InvalidInputError, UnsupportedFormatError
-from libs.formats import CODE_EXTENSIONS, TEXT_EXTENSIONS, check_convertible
+from libs.formats import CODE_EXTENSIONS, OFFICE_VARIANTS, TEXT_EXTENSIONS, check_convertible
 
 
 class Route(Enum):
@@ -56,6 +56,7 @@ ROUTES: dict[str, Route] = {
     **{ext: Route.TEXT for ext in TEXT_EXTENSIONS},
     **{ext: Route.CODE for ext in CODE_EXTENSIONS},  # source code, read by `code`
 }
+ROUTES.update({variant: ROUTES[base] for variant, base in OFFICE_VARIANTS.items()})
 # Text that is its own Markdown, decoded and nothing more (`convert`); Markdown, plain text
 # and the documentation and configuration formats read as they are.
 VERBATIM = frozenset({".md", ".txt", *TEXT_EXTENSIONS})

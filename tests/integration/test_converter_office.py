@@ -150,6 +150,25 @@ def test_excel_workbooks_read_as_excel_shows_them(converter: DocumentConverter) 
         converter.convert(_zip({"a.txt": b"x"}), "broken.xlsx")
 
 
+@pytest.mark.parametrize(
+    ("variant", "base"),
+    [("notes.docm", "notes.docx"), ("sheets.xlsm", "sheets.xlsx"), ("slides.ppsx", "slides.odp")],
+)
+def test_macro_enabled_template_and_show_files_read_as_their_formats(
+    converter: DocumentConverter, variant: str, base: str
+) -> None:
+    """A .docm, .xlsm or .ppsx is the container of a .docx, .xlsx or .pptx: the same text
+    and pages, its own file type."""
+    document = convert(converter, variant)
+    assert document.file_type == variant.rsplit(".", 1)[1]
+    same = convert(converter, base)
+    assert document.page_count == same.page_count and document.title == same.title
+    if base != "slides.odp":  # the .odp reader's shape is markitdown's, not byte for byte
+        assert document.markdown == same.markdown
+    else:
+        assert "Quarterly review" in document.markdown and "### Notes:" in document.markdown
+
+
 @pytest.mark.parametrize("name", ["slides.odp", "slides.fodp", "slides.ppt"])
 def test_slides_are_pages_with_their_notes(converter: DocumentConverter, name: str) -> None:
     """The same three slides from LibreOffice's OpenDocument and PowerPoint 97 files: a
