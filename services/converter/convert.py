@@ -3,7 +3,8 @@
 PDFs are read page by page with pypdfium2 (`pdf`); Markdown and plain text are their own
 Markdown, decoded here and nothing more; ZIP archives, e-mail, OpenDocument, RTF, Word and
 PowerPoint 97-2003 files and Excel workbooks have readers of their own (`zipfiles`, `mail`,
-`opendocument`, `rtf`, `worddoc`, `powerpoint`, `workbook`); everything else goes
+`opendocument`, `rtf`, `worddoc`, `powerpoint`, `workbook`); a web page's menus, site header
+and footer are left out first (`webpage`); everything else goes
 through one MarkItDown instance. Text formats are decoded here first (`charset`: a BOM,
 UTF-8, else detection) and the charset is handed to markitdown, so a Shift-JIS CSV converts
 instead of failing a UTF-8 decode. Slides and sheets keep their numbers as page spans:
@@ -51,6 +52,7 @@ from services.converter.opendocument import opendocument_markdown
 from services.converter.pdf import extract_pdf, sensible_title
 from services.converter.powerpoint import ppt_markdown
 from services.converter.rtf import rtf_markdown
+from services.converter.webpage import main_content
 from services.converter.worddoc import word_markdown
 from services.converter.workbook import xls_markdown, xlsx_markdown
 from services.converter.zipfiles import archive_markdown
@@ -268,6 +270,8 @@ class DocumentConverter:
         if charset is None and route is Route.TEXT:
             data = self._read(data, name, markup=ext in MARKUP).encode()
             charset = "utf-8"
+        if ext in (".html", ".htm") and charset is not None:
+            data = main_content(data.decode(charset, "replace")).encode(charset, "replace")
         info = StreamInfo(extension=".csv" if as_csv else ext, filename=name, charset=charset)
         extra = {"style_map": _DOCX_STYLE_MAP} if ext == ".docx" else {}
         try:

@@ -1,0 +1,83 @@
+"""A web page's content without the page around it: its menus, site header and footer,
+sidebars, search forms and cookie banners, which repeat on every page of a site and, indexed,
+turn up as hits for any query about the site. markitdown converts a page's whole `<body>`.
+
+The content is the page's one `<main>` element (or `role="main"`), else its one `<article>`,
+else the body; inside it, elements that are navigation or page furniture by their HTML
+element (`nav`, `aside`, `form`...) or their ARIA role are dropped, and so is anything marked
+hidden. A `<header>` or `<footer>` is dropped only outside an article, where it is the
+site's (inside one it holds the article's title or byline), and a header holding an `<h1>`
+stays. When the chosen element holds less than a fifth of the body's text, the body is taken
+instead (a `<main>` around a lone form, with the text elsewhere). The page's `<head>` stays,
+so its `<title>` is still the document's title.
+"""
+
+from __future__ import annotations
+
+from bs4 import BeautifulSoup, Tag
+
+_FURNITURE = ("nav", "aside", "form", "dialog", "template", "noscript", "script", "style")
+_FURNITURE_ROLES = "navigation", "banner", "contentinfo", "search", "complementary", "dialog"
+_SITE_PARTS = ("header", "footer")
+_MIN_SHARE = 0.2
+
+
+def main_content(html: str) -> str:
+    """`html` with only the page's content in its body (see the module docstring); the
+    page as it is when it has no body."""
+    soup = BeautifulSoup(html, "html.parser")
+    body = soup.body
+    if body is None:
+        return html
+    root = _content_root(body)
+    if root is not body and len(_text(root)) < _MIN_SHARE * len(_text(body)):
+        root = body
+    _drop_furniture(root, inside_article=root is not body)
+    if root is not body:
+        root.extract()
+        body.clear()
+        body.append(root)
+    return str(soup)
+
+
+def _content_root(body: Tag) -> Tag:
+    for found in (
+        body.find_all("main") or body.find_all(role="main"),
+        body.find_all("article"),
+    ):
+        if len(found) == 1 and isinstance(found[0], Tag):
+            return found[0]
+    return body
+
+
+def _drop_furniture(root: Tag, *, inside_article: bool) -> None:
+    doomed = [
+        element
+        for element in root.find_all(True)
+        if element.name in _FURNITURE
+        or (element.get("role") or "") in _FURNITURE_ROLES
+        or element.has_attr("hidden")
+        or element.get("aria-hidden") == "true"
+        or (
+            element.name in _SITE_PARTS
+            and not _in_article(element, root, inside_article)
+            and element.find("h1") is None  # a page's own title in its header stays
+        )
+    ]
+    for element in doomed:
+        if not element.decomposed:
+            element.decompose()
+
+
+def _in_article(element: Tag, root: Tag, root_is_article: bool) -> bool:
+    """Whether `element` sits in an article (or the page's main content) below `root`."""
+    for parent in element.parents:
+        if parent is root:
+            return root_is_article
+        if parent.name in ("article", "main") or parent.get("role") == "main":
+            return True
+    return False
+
+
+def _text(element: Tag) -> str:
+    return " ".join(element.get_text(" ").split())

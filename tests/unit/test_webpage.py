@@ -1,0 +1,65 @@
+"""A web page's content without its menus, site header and footer, sidebars and banners
+(`services.converter.webpage`), on a page written here and on a real one from shared/data."""
+
+from __future__ import annotations
+
+from bs4 import BeautifulSoup
+
+from services.converter.webpage import main_content
+from tests.conftest import REPO
+
+PAGE = """<!doctype html><html><head><title>Otter care</title></head><body>
+<header><a href="/">Zoo home</a> <a href="#main">Skip to content</a></header>
+<nav><ul><li><a href="/a">Animals</a></li><li><a href="/b">Tickets</a></li></ul></nav>
+<div role="dialog">We use cookies. Accept all?</div>
+<main id="main"><article>
+  <header><h1>Feeding otters</h1><p>By the keepers</p></header>
+  <p>Otters eat fish twice a day.</p>
+  <aside>Related: beavers</aside>
+  <p hidden>Internal: restock on Friday</p>
+  <form><input name="q"> Search the zoo</form>
+  <footer>Filed under: mammals</footer>
+</article></main>
+<aside>Popular pages</aside>
+<footer>Copyright 2026 City Zoo</footer>
+</body></html>"""
+
+
+def _text(html: str) -> str:
+    return " ".join(BeautifulSoup(html, "html.parser").get_text(" ").split())
+
+
+def test_the_page_furniture_is_left_out_and_the_content_kept() -> None:
+    text = _text(main_content(PAGE))
+    assert text.startswith("Otter care Feeding otters By the keepers Otters eat fish")
+    assert "Filed under: mammals" in text  # the article's own footer
+    for furniture in (
+        "Zoo home", "Animals", "cookies", "beavers", "restock", "Search the zoo",
+        "Popular pages", "Copyright",
+    ):  # fmt: skip
+        assert furniture not in text, furniture
+
+
+def test_without_a_main_element_the_body_less_its_furniture() -> None:
+    page = PAGE.replace('<main id="main">', "<div>").replace("</main>", "</div>")
+    page = page.replace("<article>", "<section>").replace("</article>", "</section>")
+    text = _text(main_content(page))
+    assert "Otters eat fish" in text and "Feeding otters" in text  # a header with the h1
+    assert "Zoo home" not in text  # the site's header
+    assert "Animals" not in text and "Copyright" not in text
+
+
+def test_a_main_with_little_of_the_text_is_not_taken_alone() -> None:
+    story = "<p>" + "The river otter story goes on. " * 40 + "</p>"
+    page = f"<html><body><main><p>Sign in</p></main><div>{story}</div><nav>Menu</nav></body></html>"
+    text = _text(main_content(page))
+    assert "Sign in" in text and "river otter story" in text and "Menu" not in text
+    assert main_content("<p>no body here</p>") == "<p>no body here</p>"
+
+
+def test_a_real_blog_page_starts_at_its_post() -> None:
+    page = (REPO.parent / "shared/data/files/markitdown/test_blog.html").read_text("utf-8")
+    text = _text(main_content(page))
+    assert "Does Model and Inference Parameter Matter" in text
+    assert "Skip to main content" not in text and "Copyright © 2024" not in text
+    assert "Just by tuning the inference parameters" in text
