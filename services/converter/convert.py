@@ -91,6 +91,7 @@ OWN_READERS: dict[str, Callable[[bytes, str], tuple[str, str]]] = {
 # Legacy Office names over other contents: a renamed Office Open XML file, or a web page or
 # tab-separated text, which many web applications export as "Word" or "Excel" files.
 _ZIPPED = {".doc": ".docx", ".ppt": ".pptx", ".xls": ".xlsx"}
+_WEB_PAGES = (".html", ".htm")
 _WEB_PAGE = re.compile(rb"^\s*(?:<!doctype html|<html|<head|<meta|<table)", re.IGNORECASE)
 
 
@@ -267,11 +268,14 @@ class DocumentConverter:
     ) -> Document:
         """markitdown's conversion; text is read in `charset` if the caller decoded it
         already (and handed it on as UTF-8), else in the one detected here."""
-        if charset is None and route is Route.TEXT:
-            data = self._read(data, name, markup=ext in MARKUP).encode()
-            charset = "utf-8"
-        if ext in (".html", ".htm") and charset is not None:
-            data = main_content(data.decode(charset, "replace")).encode(charset, "replace")
+        text: str | None = None
+        if route is Route.TEXT and charset is None:
+            text = self._read(data, name, markup=ext in MARKUP)
+        elif ext in _WEB_PAGES and charset is not None:  # an e-mail's HTML body, decoded
+            text = data.decode(charset, "replace")
+        if text is not None:
+            # A web page without its menus, site header and footer (`webpage`), decoded once.
+            data, charset = (main_content(text) if ext in _WEB_PAGES else text).encode(), "utf-8"
         info = StreamInfo(extension=".csv" if as_csv else ext, filename=name, charset=charset)
         extra = {"style_map": _DOCX_STYLE_MAP} if ext == ".docx" else {}
         try:
