@@ -74,3 +74,10 @@ def markdown_table(rows: list[list[str]]) -> str:
     return "\n".join(
         [line(rows[0]), "| " + " | ".join(["---"] * width) + " |", *map(line, rows[1:])]
     )
+
+
+def markdown_sheet(name: str, rows: list[list[str]]) -> str:
+    """A spreadsheet's sheet as markitdown writes one of an .xlsx: `## name`, then its table
+    (the converter's own readers of .ods and Excel files write sheets the same way, so that
+    sheets become pages alike)."""
+    return f"## {name}\n{markdown_table(rows)}"

@@ -35,7 +35,7 @@ from defusedxml import DefusedXmlException
 from defusedxml.ElementTree import ParseError, fromstring
 
 from libs.errors import ConversionError
-from libs.tables import markdown_table
+from libs.tables import markdown_sheet, markdown_table
 from services.converter.archive import is_zip, open_zip
 
 _NS = {
@@ -334,7 +334,7 @@ class _Writer:
             rows = self._rows(sheet)
             if rows:
                 name = _attr(sheet, "table:name") or f"Sheet{len(self.blocks_out) + 1}"
-                self.blocks_out.append(f"## {name}\n{markdown_table(rows)}")
+                self.blocks_out.append(markdown_sheet(name, rows))
 
     # --------------------------------------------------------------------- presentations
 

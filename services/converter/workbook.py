@@ -24,7 +24,7 @@ import openpyxl
 import xlrd
 
 from libs.errors import ConversionError
-from libs.tables import markdown_table
+from libs.tables import markdown_sheet
 from services.converter import ole
 
 Rows = list[list[str]]
@@ -96,7 +96,7 @@ def _compound_workbook(data: bytes, name: str) -> tuple[str, str]:
 
 
 def _markdown(sheets: Iterable[tuple[str, Rows]]) -> str:
-    return "\n\n".join(f"## {title}\n{markdown_table(rows)}" for title, rows in sheets if rows)
+    return "\n\n".join(markdown_sheet(title, rows) for title, rows in sheets if rows)
 
 
 def _rows(values: Iterable[Iterable[Any]]) -> Rows:
