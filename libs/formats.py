@@ -84,15 +84,14 @@ CODE_EXTENSIONS = (
 # source code (a definition ends at the next statement indented no more than it), and Excel
 # workbooks, read by the converter itself (no `NaN` for empty cells), and web pages and
 # e-mail with an HTML body (menus, site header and footer left out; ZIP archives, whose
-# members these can be, with them). Where the
-# chunks come out the same, the new version takes the stored vectors
-# (`services.gateway.embedding`): no embedding.
+# members these can be, with them). Where the chunks come out the same, the new version
+# takes the stored vectors (`services.gateway.embedding`): no embedding.
 CONVERTER_REVISION = 4
-_REVISION_3 = (".md", ".txt", ".csv", ".tsv", ".zip", *TEXT_EXTENSIONS)
+_REVISION_3 = (".md", ".txt", ".csv", ".tsv", *TEXT_EXTENSIONS)
+_REVISION_4 = (".xlsx", ".xls", ".html", ".htm", ".eml", ".zip", *CODE_EXTENSIONS)
 CHANGED_AT: dict[str, int] = {
-    "rtf": 2, "odt": 2, "ods": 2, "odp": 2, **{e.lstrip("."): 3 for e in _REVISION_3},
-    **{e.lstrip("."): 4 for e in (".xlsx", ".xls", ".html", ".htm", ".eml", ".zip")},
-    **{e.lstrip("."): 4 for e in CODE_EXTENSIONS},
+    "rtf": 2, "odt": 2, "ods": 2, "odp": 2,
+    **{e.lstrip("."): 3 for e in _REVISION_3}, **{e.lstrip("."): 4 for e in _REVISION_4},
 }  # fmt: skip
 # What folder scans pick: every convertible format but source code.
 SCANNED_EXTENSIONS = KNOWN_EXTENSIONS - frozenset(UNAVAILABLE)
