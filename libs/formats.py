@@ -34,9 +34,12 @@ OFFICE_VARIANTS = {
     ".xlsm": ".xlsx", ".xltx": ".xlsx", ".xltm": ".xlsx",
     ".pptm": ".pptx", ".ppsx": ".pptx", ".ppsm": ".pptx", ".potx": ".pptx", ".potm": ".pptx",
 }  # fmt: skip
+# LaTeX, Org mode, subtitles and transcripts, and web pages saved as one file: text formats
+# the converter reads itself.
+MARKUP_EXTENSIONS = (".tex", ".ltx", ".org", ".vtt", ".srt", ".mhtml", ".mht")
 EXTRA_EXTENSIONS = (
     ".epub", ".ipynb", ".tsv", ".msg", ".eml", *OFFICE_EXTENSIONS, *OFFICE_VARIANTS,
-    *TEXT_EXTENSIONS,
+    *TEXT_EXTENSIONS, *MARKUP_EXTENSIONS,
 )  # fmt: skip
 
 _OCR = (
@@ -85,13 +88,16 @@ CODE_EXTENSIONS = (
 # workbooks, read by the converter itself (no `NaN` for empty cells), and web pages and
 # e-mail with an HTML body (menus, site header and footer left out; ZIP archives, whose
 # members these can be, with them). Where the chunks come out the same, the new version
-# takes the stored vectors (`services.gateway.embedding`): no embedding.
-CONVERTER_REVISION = 4
+# takes the stored vectors (`services.gateway.embedding`): no embedding. 5: 0.8.9, ZIP
+# archives (LaTeX, Org, subtitle and saved web page members read, where they were skipped).
+CONVERTER_REVISION = 5
 _REVISION_3 = (".md", ".txt", ".csv", ".tsv", *TEXT_EXTENSIONS)
-_REVISION_4 = (".xlsx", ".xls", ".html", ".htm", ".eml", ".zip", *CODE_EXTENSIONS)
+_REVISION_4 = (".xlsx", ".xls", ".html", ".htm", ".eml", *CODE_EXTENSIONS)
+_REVISION_5 = (".zip",)
 CHANGED_AT: dict[str, int] = {
     "rtf": 2, "odt": 2, "ods": 2, "odp": 2,
     **{e.lstrip("."): 3 for e in _REVISION_3}, **{e.lstrip("."): 4 for e in _REVISION_4},
+    **{e.lstrip("."): 5 for e in _REVISION_5},
 }  # fmt: skip
 # What folder scans pick: every convertible format but source code.
 SCANNED_EXTENSIONS = KNOWN_EXTENSIONS - frozenset(UNAVAILABLE)

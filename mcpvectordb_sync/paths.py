@@ -16,7 +16,8 @@ SUPPORTED_EXTENSIONS = frozenset(
      ".csv", ".json", ".xml", ".zip", ".epub", ".ipynb", ".tsv", ".markdown", ".mdx", ".text",
      ".rst", ".adoc", ".asciidoc", ".yaml", ".yml", ".toml", ".msg", ".eml", ".odt", ".ods",
      ".odp", ".fodt", ".fods", ".fodp", ".rtf", ".docm", ".dotx", ".dotm", ".xlsm", ".xltx",
-     ".xltm", ".pptm", ".ppsx", ".ppsm", ".potx", ".potm"}
+     ".xltm", ".pptm", ".ppsx", ".ppsm", ".potx", ".potm", ".tex", ".ltx", ".org", ".vtt",
+     ".srt", ".mhtml", ".mht"}
 )  # fmt: skip
 # What the gateway converts and a scan takes (libs.formats.SCANNED_EXTENSIONS), and source
 # code, which it converts but a scan takes only when an `--include` glob names it

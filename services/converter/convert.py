@@ -47,23 +47,25 @@ from services.converter.formats import (
     type_of,
 )
 from services.converter.headings import first_heading, front_matter_title
+from services.converter.latex import latex_markdown
 from services.converter.mail import mail_markdown
+from services.converter.mhtml import page_html
 from services.converter.opendocument import opendocument_markdown
+from services.converter.orgmode import org_markdown
+from services.converter.pages import joined_pages, page_spans
 from services.converter.pdf import extract_pdf, sensible_title
 from services.converter.powerpoint import ppt_markdown
 from services.converter.rtf import rtf_markdown
+from services.converter.subtitles import subtitles_markdown
 from services.converter.webpage import main_content
 from services.converter.worddoc import word_markdown
 from services.converter.workbook import xls_markdown, xlsx_markdown
 from services.converter.zipfiles import archive_markdown
 
-_SLIDE_MARKER = re.compile(r"^<!-- Slide number: (\d+) -->[ \t]*$", re.MULTILINE)
-_SHEET_HEADING = re.compile(r"^## .*$", re.MULTILINE)
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ufffe\uffff]")
 # Titles Word and friends apply as a paragraph style; mapping them to H1 gives the document
 # its title and its chunks a heading path.
 _DOCX_STYLE_MAP = "p[style-name='Title'] => h1:fresh"
-_PAGE_SEPARATOR = "\n\n"
 # Text that is its own Markdown (`formats.VERBATIM`) is decoded here: markitdown would only
 # decode it too (its plain-text converter, given the charset) and tidy it as it tidies every
 # result (`_tidy`), after running its file-type model over the bytes: a fifth of the
@@ -88,6 +90,15 @@ OWN_READERS: dict[str, Callable[[bytes, str], tuple[str, str]]] = {
     ".xlsx": xlsx_markdown,
     ".xls": xls_markdown,
 }
+# Text formats read here from their decoded text: LaTeX, Org mode and subtitles.
+TEXT_READERS: dict[str, Callable[[str, str], tuple[str, str]]] = {
+    ".tex": latex_markdown,
+    ".ltx": latex_markdown,
+    ".org": org_markdown,
+    ".vtt": subtitles_markdown,
+    ".srt": subtitles_markdown,
+}
+_SAVED_PAGES = (".mhtml", ".mht")  # a web page and its images in one MIME file (`mhtml`)
 # Legacy Office names over other contents: a renamed Office Open XML file, or a web page or
 # tab-separated text, which many web applications export as "Word" or "Excel" files.
 _ZIPPED = {".doc": ".docx", ".ppt": ".pptx", ".xls": ".xlsx"}
@@ -147,6 +158,11 @@ class DocumentConverter:
                 document = self._verbatim_document(data, name, ext)
             elif route is Route.CODE:
                 document = self._code_document(data, name, ext)
+            elif ext in TEXT_READERS and not zipped:
+                document = self._text_document(data, name, ext)
+            elif ext in _SAVED_PAGES:
+                html = page_html(data, name).encode()
+                document = self._markitdown_document(html, name, ".html", route, charset="utf-8")
             elif ext in OWN_SEPARATOR and not zipped:
                 document = self._table_document(data, name, ext)
             elif route is Route.MAIL:
@@ -166,17 +182,7 @@ class DocumentConverter:
 
     def _pdf(self, data: bytes, name: str, file_type: str) -> Document:
         extracted = extract_pdf(data, name)
-        parts: list[str] = []
-        spans: list[PageSpan] = []
-        position = 0
-        for number, text in enumerate(extracted.pages, start=1):
-            if parts:
-                parts.append(_PAGE_SEPARATOR)
-                position += len(_PAGE_SEPARATOR)
-            parts.append(text)
-            spans.append(PageSpan(number, position, position + len(text)))
-            position += len(text)
-        markdown = "".join(parts)
+        markdown, spans = joined_pages(extracted.pages)
         title = extracted.title or _file_stem(name)
         return Document(markdown, title, file_type, len(extracted.pages), spans)
 
@@ -194,6 +200,11 @@ class DocumentConverter:
         """Source code as it is (`code`): its lines are the document's, its name the title."""
         markdown = normalise_text(self._decoded(data, name, f"{ext} source code")).rstrip()
         return Document(markdown, name, ext.lstrip("."), 0, [PageSpan(0, 0, len(markdown))], True)
+
+    def _text_document(self, data: bytes, name: str, ext: str) -> Document:
+        """A text format with a reader of its own (`TEXT_READERS`), given its decoded text."""
+        markdown, title = TEXT_READERS[ext](self._decoded(data, name), name)
+        return self._document(markdown, title, name, ext, Route.TEXT)
 
     def _archive_document(self, data: bytes, name: str) -> Document:
         """Each file of the archive converted as if ingested alone (`zipfiles`); source code
@@ -305,7 +316,7 @@ class DocumentConverter:
     ) -> Document:
         """A reader's Markdown, normalised, with its title and its pages (slides, sheets)."""
         markdown = normalise_text(markdown)
-        pages, page_count = _page_spans(markdown, route)
+        pages, page_count = page_spans(markdown, route)
         return Document(
             markdown=markdown,
             title=self._title(found_title, markdown, name, route),
@@ -378,28 +389,3 @@ def _first_failure(exc: FileConversionException) -> str:
             error = attempt.exc_info[1]
             return f"{type(error).__name__}: {error}"[:300]
     return str(exc)[:300]
-
-
-def _page_spans(markdown: str, route: Route) -> tuple[list[PageSpan], int]:
-    """Page spans for slides and sheets; one page-0 span for everything else."""
-    whole = [PageSpan(0, 0, len(markdown))]
-    if route is Route.SLIDES:
-        markers = list(_SLIDE_MARKER.finditer(markdown))
-        if not markers:
-            return whole, 0
-        spans = [PageSpan(0, 0, markers[0].start())] if markers[0].start() else []
-        for k, marker in enumerate(markers):
-            end = markers[k + 1].start() if k + 1 < len(markers) else len(markdown)
-            # The marker comment itself is left out of every chunk.
-            spans.append(PageSpan(int(marker.group(1)), marker.end(), end))
-        return spans, len(markers)
-    if route is Route.SHEETS:
-        headings = list(_SHEET_HEADING.finditer(markdown))
-        if not headings:
-            return whole, 0
-        spans = [PageSpan(0, 0, headings[0].start())] if headings[0].start() else []
-        for k, heading in enumerate(headings):
-            end = headings[k + 1].start() if k + 1 < len(headings) else len(markdown)
-            spans.append(PageSpan(k + 1, heading.start(), end))
-        return spans, len(headings)
-    return whole, 0

@@ -53,6 +53,13 @@ ROUTES: dict[str, Route] = {
     ".fods": Route.SHEETS,
     ".fodp": Route.SLIDES,
     ".rtf": Route.DOCUMENT,  # Rich Text Format, read by `rtf`
+    ".tex": Route.TEXT,  # LaTeX, read by `latex`
+    ".ltx": Route.TEXT,
+    ".org": Route.TEXT,  # Org mode, read by `orgmode`
+    ".vtt": Route.TEXT,  # WebVTT and SubRip subtitles and transcripts, read by `subtitles`
+    ".srt": Route.TEXT,
+    ".mhtml": Route.TEXT,  # web pages saved as one file, read by `mhtml`
+    ".mht": Route.TEXT,
     **{ext: Route.TEXT for ext in TEXT_EXTENSIONS},
     **{ext: Route.CODE for ext in CODE_EXTENSIONS},  # source code, read by `code`
 }

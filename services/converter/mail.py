@@ -11,7 +11,7 @@ from __future__ import annotations
 import email
 import email.policy
 from collections.abc import Callable
-from email.message import EmailMessage
+from email.message import EmailMessage, MIMEPart
 
 from libs.errors import ConversionError
 
@@ -44,11 +44,17 @@ def _body(message: EmailMessage, html_to_markdown: Callable[[bytes], str]) -> st
     part = message.get_body(preferencelist=("plain", "html"))
     if part is None:
         return ""
-    try:
-        content = part.get_content()
-    except (LookupError, UnicodeDecodeError):  # an unknown or wrong charset
-        raw = part.get_payload(decode=True)
-        content = raw.decode("latin-1") if isinstance(raw, bytes) else str(raw or "")
+    content = part_text(part)
     if part.get_content_subtype() == "html":
-        return html_to_markdown(str(content).encode()).strip()
-    return str(content).strip()
+        return html_to_markdown(content.encode()).strip()
+    return content.strip()
+
+
+def part_text(part: MIMEPart) -> str:
+    """A MIME part's text, decoded by the charset it declares (Latin-1 when that is unknown
+    or wrong)."""
+    try:
+        return str(part.get_content())
+    except (LookupError, UnicodeDecodeError):
+        raw = part.get_payload(decode=True)
+        return raw.decode("latin-1") if isinstance(raw, bytes) else str(raw or "")
