@@ -88,12 +88,13 @@ CODE_EXTENSIONS = (
 # workbooks, read by the converter itself (no `NaN` for empty cells), and web pages and
 # e-mail with an HTML body (menus, site header and footer left out; ZIP archives, whose
 # members these can be, with them). Where the chunks come out the same, the new version
-# takes the stored vectors (`services.gateway.embedding`): no embedding. 5: 0.8.9, ZIP
-# archives (LaTeX, Org, subtitle and saved web page members read, where they were skipped).
+# takes the stored vectors (`services.gateway.embedding`): no embedding. 5: 0.8.9, web pages
+# and e-mail with an HTML body (menus a control opens left out), and ZIP archives (LaTeX,
+# Org, subtitle and saved web page members read, where they were skipped).
 CONVERTER_REVISION = 5
 _REVISION_3 = (".md", ".txt", ".csv", ".tsv", *TEXT_EXTENSIONS)
-_REVISION_4 = (".xlsx", ".xls", ".html", ".htm", ".eml", *CODE_EXTENSIONS)
-_REVISION_5 = (".zip",)
+_REVISION_4 = (".xlsx", ".xls", *CODE_EXTENSIONS)
+_REVISION_5 = (".html", ".htm", ".eml", ".zip")
 CHANGED_AT: dict[str, int] = {
     "rtf": 2, "odt": 2, "ods": 2, "odp": 2,
     **{e.lstrip("."): 3 for e in _REVISION_3}, **{e.lstrip("."): 4 for e in _REVISION_4},

@@ -4,12 +4,15 @@ turn up as hits for any query about the site. markitdown converts a page's whole
 
 The content is the page's one `<main>` element (or `role="main"`), else its one `<article>`,
 else the body; inside it, elements that are navigation or page furniture by their HTML
-element (`nav`, `aside`, `form`...) or their ARIA role are dropped, and so is anything marked
-hidden. A `<header>` or `<footer>` is dropped only outside an article, where it is the
-site's (inside one it holds the article's title or byline), and a header holding an `<h1>`
-stays. When the chosen element holds less than a fifth of the body's text, the body is taken
-instead (a `<main>` around a lone form, with the text elsewhere). The page's `<head>` stays,
-so its `<title>` is still the document's title.
+element (`nav`, `aside`, `form`...) or their ARIA role (navigation, menu, toolbar...) are
+dropped, and so is anything marked hidden, and a dropdown: the `div`, `span` or `li` around a
+control that opens a menu (`aria-haspopup`), with the menu beside it (Wikipedia's language
+list, a results page's filters), unless it holds a heading. A `<header>` or `<footer>` is
+dropped only outside an article, where it is the site's (inside one it holds the article's
+title or byline), and a header holding an `<h1>` stays. When the chosen element holds less
+than a fifth of the body's text, the body is taken instead (a `<main>` around a lone form,
+with the text elsewhere). The page's `<head>` stays, so its `<title>` is still the
+document's title.
 """
 
 from __future__ import annotations
@@ -17,9 +20,15 @@ from __future__ import annotations
 from bs4 import BeautifulSoup, Tag
 
 _FURNITURE = ("nav", "aside", "form", "dialog", "template", "noscript", "script", "style")
-_FURNITURE_ROLES = "navigation", "banner", "contentinfo", "search", "complementary", "dialog"
+_FURNITURE_ROLES = (
+    "navigation", "banner", "contentinfo", "search", "complementary", "dialog", "menu",
+    "menubar", "toolbar",
+)  # fmt: skip
+# Where a control that opens a menu sits (its popup beside it): the widget, dropped whole.
+_WIDGETS = ("div", "span", "li")
 _SITE_PARTS = ("header", "footer")
 _MIN_SHARE = 0.2
+_HEADINGS = ("h1", "h2", "h3", "h4", "h5", "h6")
 
 
 def main_content(html: str) -> str:
@@ -51,9 +60,10 @@ def _content_root(body: Tag) -> Tag:
 
 
 def _drop_furniture(root: Tag, *, inside_article: bool) -> None:
+    elements = root.find_all(True)
     doomed = [
         element
-        for element in root.find_all(True)
+        for element in elements
         if element.name in _FURNITURE
         or (element.get("role") or "") in _FURNITURE_ROLES
         or element.has_attr("hidden")
@@ -64,9 +74,19 @@ def _drop_furniture(root: Tag, *, inside_article: bool) -> None:
             and element.find("h1") is None  # a page's own title in its header stays
         )
     ]
+    doomed += [w for w in (_dropdown(e) for e in elements) if w is not None and w is not root]
     for element in doomed:
         if not element.decomposed:
             element.decompose()
+
+
+def _dropdown(control: Tag) -> Tag | None:
+    """The widget around a control that opens a menu, the menu beside the control (the
+    content's root itself is never one)."""
+    widget = control.parent if control.has_attr("aria-haspopup") else None
+    if widget is None or widget.name not in _WIDGETS or widget.find(_HEADINGS) is not None:
+        return None
+    return widget
 
 
 def _in_article(element: Tag, root: Tag, root_is_article: bool) -> bool:

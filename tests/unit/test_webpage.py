@@ -63,3 +63,31 @@ def test_a_real_blog_page_starts_at_its_post() -> None:
     assert "Does Model and Inference Parameter Matter" in text
     assert "Skip to main content" not in text and "Copyright © 2024" not in text
     assert "Just by tuning the inference parameters" in text
+
+
+def test_a_menu_that_a_control_opens_is_left_out_and_a_button_in_a_paragraph_is_not() -> None:
+    """A dropdown in the page's own header (a checkbox or button with `aria-haspopup`, its
+    label and its list beside it), and menus by their role; a paragraph with such a button
+    keeps its text."""
+    page = """<html><body><main><header><h1>Otters</h1>
+      <div class="dropdown"><input type="checkbox" aria-haspopup="true"><label>Languages</label>
+        <div><ul><li><a href="/de">Deutsch</a></li><li><a href="/fr">Français</a></li></ul></div>
+      </div></header>
+      <ul role="menu"><li>Print this page</li></ul>
+      <p>Otters hold hands while they sleep.
+        <button aria-haspopup="dialog">Share</button></p></main></body></html>"""
+    text = _text(main_content(page))
+    assert text == "Otters Otters hold hands while they sleep. Share"
+
+
+def test_a_wikipedia_article_without_its_language_list() -> None:
+    page = (REPO.parent / "shared/data/files/markitdown/test_wikipedia.html").read_text("utf-8")
+    text = _text(main_content(page))
+    assert "Microsoft Corporation is an American multinational" in text
+    assert "Afrikaans" not in text and "Edit links" not in text
+
+
+def test_a_control_directly_in_the_content_root_leaves_the_content() -> None:
+    page = """<html><body><div role="main"><button aria-haspopup="menu">Options</button>
+      <p>Otters live in rivers.</p></div><footer>Site footer</footer></body></html>"""
+    assert _text(main_content(page)) == "Options Otters live in rivers."
