@@ -6,6 +6,7 @@ Chunks take their page numbers from these spans (`chunk`)."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from services.converter.chunk import PageSpan
 from services.converter.formats import Route
@@ -33,24 +34,28 @@ def joined_pages(pages: list[str]) -> tuple[str, list[PageSpan]]:
 
 def page_spans(markdown: str, route: Route) -> tuple[list[PageSpan], int]:
     """Page spans for slides and sheets; one page-0 span for everything else."""
-    whole = [PageSpan(0, 0, len(markdown))]
     if route is Route.SLIDES:
-        markers = list(_SLIDE_MARKER.finditer(markdown))
-        if not markers:
-            return whole, 0
-        spans = [PageSpan(0, 0, markers[0].start())] if markers[0].start() else []
-        for k, marker in enumerate(markers):
-            end = markers[k + 1].start() if k + 1 < len(markers) else len(markdown)
-            # The marker comment itself is left out of every chunk.
-            spans.append(PageSpan(int(marker.group(1)), marker.end(), end))
-        return spans, len(markers)
+        # A slide is numbered by its marker; the marker comment is left out of every chunk.
+        marks = list(_SLIDE_MARKER.finditer(markdown))
+        return _spans(markdown, marks, lambda k, mark: (int(mark.group(1)), mark.end()))
     if route is Route.SHEETS:
-        headings = list(_SHEET_HEADING.finditer(markdown))
-        if not headings:
-            return whole, 0
-        spans = [PageSpan(0, 0, headings[0].start())] if headings[0].start() else []
-        for k, heading in enumerate(headings):
-            end = headings[k + 1].start() if k + 1 < len(headings) else len(markdown)
-            spans.append(PageSpan(k + 1, heading.start(), end))
-        return spans, len(headings)
-    return whole, 0
+        marks = list(_SHEET_HEADING.finditer(markdown))
+        return _spans(markdown, marks, lambda k, mark: (k + 1, mark.start()))
+    return [PageSpan(0, 0, len(markdown))], 0
+
+
+def _spans(
+    markdown: str,
+    marks: list[re.Match[str]],
+    page: Callable[[int, re.Match[str]], tuple[int, int]],
+) -> tuple[list[PageSpan], int]:
+    """A span from each mark to the next, numbered and started by `page` (the k-th mark's
+    number and where its text starts); text before the first mark is page 0."""
+    if not marks:
+        return [PageSpan(0, 0, len(markdown))], 0
+    spans = [PageSpan(0, 0, marks[0].start())] if marks[0].start() else []
+    for k, mark in enumerate(marks):
+        end = marks[k + 1].start() if k + 1 < len(marks) else len(markdown)
+        number, start = page(k, mark)
+        spans.append(PageSpan(number, start, end))
+    return spans, len(marks)
