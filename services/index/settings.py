@@ -97,11 +97,12 @@ class IndexSettings(CommonSettings):
         default=20, ge=1, description="Fewest IVF partitions probed per query (unfiltered)"
     )
     index_vector_probe_share: float = Field(
-        default=0.03,
+        default=0.04,
         ge=0,
         le=1,
-        description="...or this share of the partitions, if more: a fixed count probes a "
-        "smaller share as the index grows (about sqrt(rows) partitions)",
+        description="...or this share of the partitions, if more (of those the index has, or "
+        "of sqrt(rows), what a build now would give): a fixed count probes a smaller share "
+        "as the index grows",
     )
     index_vector_refine_factor: int = Field(
         default=2,

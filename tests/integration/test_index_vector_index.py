@@ -112,18 +112,45 @@ async def test_vector_index_is_built_again_as_the_table_outgrows_its_partitions(
         assert reopened.store is not None and reopened.store.state.ivf_partitions == 48
 
 
+class _Counted:
+    """A table that only counts its rows (what `ann.nprobes` reads without a filter)."""
+
+    def __init__(self, rows: int) -> None:
+        self.rows, self.counts = rows, 0
+
+    async def count_rows(self, where: str | None = None) -> int:
+        self.counts += 1
+        return self.rows
+
+
 async def test_probes_are_a_share_of_the_partitions_once_that_is_more_than_the_minimum(
     tmp_path: Path,
 ) -> None:
     settings = IndexSettings(
-        lancedb_uri=str(tmp_path / "db"), index_vector_nprobes=20, index_vector_probe_share=0.03
+        lancedb_uri=str(tmp_path / "db"), index_vector_nprobes=20, index_vector_probe_share=0.04
     )
-    state = StoreState(settings)
     probes = {}
-    for partitions in (0, 12, 100, 666, 667, 1000, 4000):
+    for partitions, rows in (
+        (0, 5000), (12, 144), (100, 10_000), (500, 250_000), (501, 251_001),
+        (1000, 1_000_000), (4000, 16_000_000), (559, 1_000_000), (100, 1_000_000),
+    ):  # fmt: skip
+        state = StoreState(settings)
         state.ivf_partitions = partitions
-        # No filter: neither the table nor its version is read.
-        probes[partitions] = await ann.nprobes(state, cast(AsyncTable, None), 0, None)
+        probes[partitions, rows] = await ann.nprobes(
+            state, cast(AsyncTable, _Counted(rows)), 0, None
+        )
     # Exact search without an index; never more probes than partitions; the minimum up to
-    # 666 partitions (3 % of it is 19.98); 3 %, rounded up, past it.
-    assert probes == {0: 0, 12: 12, 100: 20, 666: 20, 667: 21, 1000: 30, 4000: 120}
+    # 500 partitions (4 % of it is 20); 4 %, rounded up, past it; and for an index trained
+    # on fewer rows than the table now holds (559 partitions at a million rows), 4 % of the
+    # partitions a build now would give (sqrt(rows)).
+    assert probes == {
+        (0, 5000): 0, (12, 144): 12, (100, 10_000): 20, (500, 250_000): 20,
+        (501, 251_001): 21, (1000, 1_000_000): 40, (4000, 16_000_000): 160,
+        (559, 1_000_000): 40, (100, 1_000_000): 40,
+    }  # fmt: skip
+    # The rows are counted once per table version.
+    state, table = StoreState(settings), _Counted(1_000_000)
+    state.ivf_partitions = 1000
+    for version in (7, 7, 7, 8):
+        await ann.nprobes(state, cast(AsyncTable, table), version, None)
+    assert table.counts == 2

@@ -6,8 +6,9 @@ about sqrt(rows) partitions is built; `optimize` folds new rows into it incremen
 not yet folded are searched exactly). Folding keeps the partitions trained on the rows of the
 build, so they fill up as the table grows: once sqrt(rows) reaches twice their number the
 index is built again (at 10k rows and then 40k, 160k, 640k...), and a probe keeps reading
-between about sqrt(rows) and 2 * sqrt(rows) rows. The partition count is recorded in `meta`,
-since Lance's index statistics do not tell it.
+between about sqrt(rows) and 2 * sqrt(rows) rows; searches probe a share of the partitions a
+build would give now when that is more than of those the index has. The partition count is
+recorded in `meta`, since Lance's index statistics do not tell it.
 """
 
 from __future__ import annotations
@@ -31,18 +32,31 @@ log = logging.getLogger(__name__)
 async def nprobes(state: StoreState, table: AsyncTable, version: int, where: str | None) -> int:
     """IVF partitions to probe, 0 while vector search is exact: `INDEX_VECTOR_NPROBES`, or
     `INDEX_VECTOR_PROBE_SHARE` of the partitions when that is more, so recall holds as the
-    index grows. More when a filter keeps few rows, since the nearest allowed rows may then
-    sit in partitions the default probes miss."""
+    index grows. The share is of the partitions the index has or of those a build at the
+    table's size would give (sqrt(rows)), whichever is more: an index trained on fewer rows
+    has coarser partitions, and the same share of them found fewer of the true nearest
+    (docs/benchmarks.md). More when a filter keeps few rows, since the nearest allowed rows
+    may then sit in partitions the default probes miss."""
     partitions = state.ivf_partitions
     if not partitions:
         return 0
     settings = state.settings
+    fresh = partitions_for(await _rows(state, table, version))
     probes = max(
-        settings.index_vector_nprobes, math.ceil(settings.index_vector_probe_share * partitions)
+        settings.index_vector_nprobes,
+        math.ceil(settings.index_vector_probe_share * max(partitions, fresh)),
     )
     if where:
         probes = math.ceil(probes / await _selectivity(state, table, version, where))
     return min(probes, partitions)
+
+
+async def _rows(state: StoreState, table: AsyncTable, version: int) -> int:
+    """The table's rows at `version`, counted once per version."""
+    counted = state.rows_at
+    if counted is None or counted[0] != version:
+        counted = state.rows_at = (version, await table.count_rows())
+    return counted[1]
 
 
 async def _selectivity(state: StoreState, table: AsyncTable, version: int, where: str) -> float:

@@ -131,6 +131,7 @@ class StoreState:
         # IVF partitions of the vector index, 0 while vector search is exact.
         self.ivf_partitions = 0
         self.selectivity = SelectivityCache()
+        self.rows_at: tuple[int, int] | None = None  # (chunks version, its rows): `ann`
         self.hit_documents = DocumentColumns()
 
     def note_write(self) -> None:
