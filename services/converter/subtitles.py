@@ -5,8 +5,9 @@ Meeting tools export transcripts in these formats (Teams and Zoom as WebVTT, wit
 speaker in a voice span, `<v Jane Doe>`), and video sites their captions. The cue numbers,
 timings, positions and styling are left out. Consecutive cues make one paragraph until the
 speaker changes, the talk pauses (`_PAUSE_S`), or the paragraph is long enough to end at a
-sentence (`_PARAGRAPH`). Rolling captions, where each cue repeats the line before it, are
-written once.
+sentence (`_PARAGRAPH`), or, without punctuation (automatic captions), long enough
+(`_PARAGRAPH_MAX`), so a long talk still has a time every minute or so. Rolling captions,
+where each cue repeats the line before it, are written once.
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ _SPACE = re.compile(r"\s+")
 # Blocks of a WebVTT file that are not cues.
 _NOT_CUES = ("WEBVTT", "NOTE", "STYLE", "REGION")
 _PAUSE_S = 4.0
-_PARAGRAPH = 600  # characters: a paragraph this long ends at its next sentence end
+_PARAGRAPH = 600  # characters: a paragraph this long ends at its next sentence end...
+_PARAGRAPH_MAX = 1500  # ...or at this length, for captions without punctuation
 _SENTENCE_END = (".", "?", "!", "…", "。", "？", "！")
 
 
@@ -60,6 +62,7 @@ def subtitles_markdown(text: str, name: str) -> tuple[str, str]:
             cue.speaker != speaker
             or cue.start - last_end > _PAUSE_S
             or (len(joined) >= _PARAGRAPH and joined.endswith(_SENTENCE_END))
+            or len(joined) >= _PARAGRAPH_MAX
         ):
             paragraphs.append(_paragraph(start, speaker, joined))
             words = []

@@ -173,3 +173,25 @@ def test_a_saved_page_without_html_is_refused(converter: DocumentConverter) -> N
 
 def test_folder_scans_take_the_new_formats() -> None:
     assert {".tex", ".ltx", ".org", ".vtt", ".srt", ".mhtml", ".mht"} <= SCANNED_EXTENSIONS
+
+
+def test_a_long_talk_without_punctuation_has_a_time_every_so_often(
+    converter: DocumentConverter,
+) -> None:
+    """Automatic captions have no sentence ends: paragraphs still end, so that chunks deep in
+    a talk carry times; no word is lost."""
+
+    def stamp(seconds: int) -> str:
+        return f"00:{seconds // 60:02d}:{seconds % 60:02d},000"
+
+    cues = [
+        f"{k}\n{stamp(2 * k)} --> {stamp(2 * k + 2)}\n"
+        f"and then the speaker talks about topic number {k}\n"
+        for k in range(90)
+    ]
+    document = converter.convert("\n".join(cues).encode(), "talk.srt")
+    paragraphs = document.markdown.split("\n\n")
+    assert len(paragraphs) >= 3
+    assert all(len(p) < 1600 for p in paragraphs)
+    assert paragraphs[0].startswith("[00:00:00] and then") and paragraphs[1].startswith("[00:")
+    assert all(f"topic number {k}" in document.markdown for k in range(90))
