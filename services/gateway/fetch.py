@@ -22,7 +22,13 @@ import httpx
 
 from libs.encodings import bom_codec, declared_codec, decodes
 from libs.errors import FetchError, InvalidInputError, PathNotAllowedError, TooLargeError
-from libs.formats import CODE_EXTENSIONS, extension_of, is_convertible
+from libs.formats import (
+    CODE_EXTENSIONS,
+    MARKUP_EXTENSIONS,
+    TEXT_EXTENSIONS,
+    extension_of,
+    is_convertible,
+)
 
 _CONTENT_TYPES = {
     "text/html": ".html",
@@ -55,8 +61,17 @@ _CONTENT_TYPES = {
     "text/rtf": ".rtf",
     "message/rfc822": ".eml",
     "application/vnd.ms-outlook": ".msg",
+    "text/vtt": ".vtt",
+    "application/x-subrip": ".srt",
+    "text/x-tex": ".tex",
+    "application/x-tex": ".tex",
+    "multipart/related": ".mhtml",
+    "application/x-mimearchive": ".mhtml",
 }
-_TEXT = frozenset({".html", ".txt", ".md", ".csv", ".tsv", ".json", ".xml"})
+_TEXT = frozenset({".html", ".txt", ".md", ".csv", ".tsv", ".json", ".xml", ".vtt", ".tex"})
+# Text files a server sends as text/plain whose name says how to read them: source code
+# (GitHub's raw files), LaTeX, Org mode, subtitles, documentation formats.
+_NAMED_TEXT = frozenset({*CODE_EXTENSIONS, *TEXT_EXTENSIONS, *MARKUP_EXTENSIONS})
 
 
 @dataclass(frozen=True)
@@ -152,8 +167,8 @@ def _filename_for(url: str, content_type: str) -> str:
     ext = _CONTENT_TYPES.get(mime)
     if name and is_convertible(name) and (ext is None or extension_of(name) == ext):
         return name
-    if name and mime == "text/plain" and extension_of(name) in CODE_EXTENSIONS:
-        return name  # a raw source file (GitHub serves them as text/plain)
+    if name and mime == "text/plain" and extension_of(name) in _NAMED_TEXT:
+        return name  # read as what its name says, not as .txt
     if ext is None:
         if name and is_convertible(name):
             return name

@@ -81,6 +81,11 @@ def test_filenames_follow_content_type() -> None:
     raw = "https://raw.githubusercontent.com/o/r/main/src/app.py"
     assert _filename_for(raw, "text/plain; charset=utf-8") == "app.py"  # code, not .txt
     assert _filename_for("https://x.org/notes", "text/plain") == "notes.txt"
+    # LaTeX, Org and subtitles served as text/plain are read as their names say.
+    for name in ("paper.tex", "journal.org", "talk.srt", "guide.rst"):
+        assert _filename_for(f"https://x.org/{name}", "text/plain; charset=utf-8") == name
+    assert _filename_for("https://x.org/talk", "text/vtt") == "talk.vtt"
+    assert _filename_for("https://x.org/page", "multipart/related") == "page.mhtml"
     with pytest.raises(FetchError, match="content type"):
         _filename_for("https://x.org/blob", "application/octet-stream")
 
