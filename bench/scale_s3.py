@@ -12,7 +12,12 @@ embeddings plus small noise), then, on clusters started like `make up`:
    on the table, from its start to its first `POST /search` answered, and to `/readyz`;
 3. searches/s with `INDEX_READERS` 0, 1 and 2: concurrent MCP sessions searching for a fixed
    time, with the CPU seconds each process spent per search, so that a limit of the machine
-   (two cores) shows as such.
+   (two cores) shows as such;
+4. a long ingest: rounds of new documents through the gateway's `POST /ingest_folder`, back
+   to back, into the S3 store and into a store on local disk holding the same chunks, with
+   the milliseconds per document and the index's folds in each round: whether a write slows
+   down as table versions accumulate on object storage, and whether the folds bound it.
+   `--skip-search` runs the load and this phase alone.
 """
 
 from __future__ import annotations
@@ -37,9 +42,9 @@ import numpy as np
 
 from bench.beir import load
 from bench.cli import write_json
-from bench.perf_corpus import SCIFACT, bulk_load
-from bench.perf_measure import mcp_latencies, percentile
-from bench.scale import DEFAULT_VAR, base_material, load_avg
+from bench.perf_corpus import SCIFACT, bulk_load, prose_documents, write_folder
+from bench.perf_measure import ingest_folder, mcp_latencies, percentile
+from bench.scale import DEFAULT_VAR, base_material, folds, load_avg
 from libs.vectors import encode
 from services.entrypoints.cluster import LocalCluster, local_env, running
 
@@ -216,8 +221,50 @@ def throughput(
     }
 
 
+def long_ingest(cluster: LocalCluster, work: Path, rounds: int, docs: int) -> dict[str, Any]:
+    """`rounds` folders of `docs` new prose documents each (about 150 words), ingested one
+    after the other: milliseconds per document and the folds the index ran, per round."""
+    per_round: list[dict[str, float]] = []
+    for r in range(rounds):
+        folder = work / f"long-{r}"
+        write_folder(folder, prose_documents(docs, 150, offset=9000 + r * docs))
+        before = folds(cluster)
+        took, _ = ingest_folder(cluster, folder, "long-ingest")
+        after = folds(cluster)
+        per_round.append(
+            {
+                "ms_per_doc": round(1000 * took / docs, 1),
+                "folds": round(after[0] - before[0]),
+                "fold_s": round(after[1] - before[1], 1),
+            }
+        )
+        print(json.dumps(per_round[-1]), file=sys.stderr, flush=True)
+    values = [entry["ms_per_doc"] for entry in per_round]
+    half = len(values) // 2
+    return {
+        "documents_per_round": docs,
+        "rounds": per_round,
+        "second_half_to_first": round(sum(values[half:]) / max(sum(values[:half]), 1e-9), 3),
+        "load_avg": load_avg(),
+    }
+
+
+def _loaded(cluster: LocalCluster, args: argparse.Namespace, material: Any) -> dict[str, Any]:
+    """The table topped up to `--chunks` and optimized, as `bench.perf` loads its tables."""
+    texts, vectors, tokens = material
+    took = bulk_load(cluster, args.chunks, texts, vectors, np.random.default_rng(5), tokens=tokens)
+    started = time.perf_counter()
+    httpx.post(cluster.index + "/optimize", timeout=None).raise_for_status()
+    return {
+        "chunks": args.chunks,
+        "bulk_load_s": round(took, 1),
+        "optimize_s": round(time.perf_counter() - started, 1),
+    }
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    texts, vectors, tokens = base_material(args.var)
+    material = base_material(args.var)
+    vectors = material[1]
     workdir = Path(tempfile.mkdtemp(prefix="mvdb-s3-"))
     all_queries = list(load(SCIFACT).queries.values())
     queries, warmup = all_queries[: args.queries], all_queries[args.queries : args.queries + 50]
@@ -230,19 +277,21 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             return {**local_env(var, readers=readers, LOG_LEVEL="WARNING"), **store}
 
         with running(cluster_env(0)) as cluster:
-            took = bulk_load(
-                cluster, args.chunks, texts, vectors, np.random.default_rng(5), tokens=tokens
-            )
-            started = time.perf_counter()
-            httpx.post(cluster.index + "/optimize", timeout=None).raise_for_status()
-            report["load"] = {
-                "chunks": args.chunks,
-                "bulk_load_s": round(took, 1),
-                "optimize_s": round(time.perf_counter() - started, 1),
-            }
-            report["warm"] = asyncio.run(mcp_latencies(cluster, queries, warmup))
-            report["warm"]["load_avg"] = load_avg()
-            print(json.dumps(report["warm"]), file=sys.stderr, flush=True)
+            report["load"] = _loaded(cluster, args, material)
+            if not args.skip_search:
+                report["warm"] = asyncio.run(mcp_latencies(cluster, queries, warmup))
+                report["warm"]["load_avg"] = load_avg()
+                print(json.dumps(report["warm"]), file=sys.stderr, flush=True)
+            if args.ingest_rounds:
+                ingest = long_ingest(cluster, workdir, args.ingest_rounds, args.ingest_docs)
+                report["long_ingest"] = {"s3": ingest}
+        if args.ingest_rounds:  # the same on local disk, for comparison
+            with running(local_env(workdir / "var-disk", LOG_LEVEL="WARNING")) as cluster:
+                report["long_ingest"]["disk_load"] = _loaded(cluster, args, material)
+                ingest = long_ingest(cluster, workdir, args.ingest_rounds, args.ingest_docs)
+                report["long_ingest"]["disk"] = ingest
+        if args.skip_search:
+            return report
         report["cold_reader"] = [cold_reader(store, workdir, vectors[i]) for i in range(3)]
         print(json.dumps(report["cold_reader"]), file=sys.stderr, flush=True)
         report["throughput"] = []
@@ -264,6 +313,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--queries", type=int, default=150)
     parser.add_argument("--sessions", type=int, default=8)
     parser.add_argument("--seconds", type=float, default=30)
+    parser.add_argument("--ingest-rounds", type=int, default=10, help="0: no long ingest")
+    parser.add_argument("--ingest-docs", type=int, default=30, help="documents per round")
+    parser.add_argument("--skip-search", action="store_true", help="load and long ingest only")
     parser.add_argument("--json", type=Path, default=Path("var/bench/scale-s3.json"))
     args = parser.parse_args(argv)
     report = run(args)
