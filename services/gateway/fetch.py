@@ -69,9 +69,13 @@ _CONTENT_TYPES = {
     "application/x-mimearchive": ".mhtml",
 }
 _TEXT = frozenset({".html", ".txt", ".md", ".csv", ".tsv", ".json", ".xml", ".vtt", ".tex"})
-# Text files a server sends as text/plain whose name says how to read them: source code
-# (GitHub's raw files), LaTeX, Org mode, subtitles, documentation formats.
-_NAMED_TEXT = frozenset({*CODE_EXTENSIONS, *TEXT_EXTENSIONS, *MARKUP_EXTENSIONS})
+# Files a server sends under a broader content type whose name says how to read them: as
+# text/plain source code (GitHub's raw files), LaTeX, Org mode, subtitles and documentation
+# formats; as message/rfc822 (Python's and Apache's type for .mht) a saved web page.
+_NAMED_UNDER = {
+    "text/plain": frozenset({*CODE_EXTENSIONS, *TEXT_EXTENSIONS, *MARKUP_EXTENSIONS}),
+    "message/rfc822": frozenset({".mhtml", ".mht"}),
+}
 
 
 @dataclass(frozen=True)
@@ -167,8 +171,8 @@ def _filename_for(url: str, content_type: str) -> str:
     ext = _CONTENT_TYPES.get(mime)
     if name and is_convertible(name) and (ext is None or extension_of(name) == ext):
         return name
-    if name and mime == "text/plain" and extension_of(name) in _NAMED_TEXT:
-        return name  # read as what its name says, not as .txt
+    if name and extension_of(name) in _NAMED_UNDER.get(mime, ()):
+        return name  # read as what its name says, not as .txt or .eml
     if ext is None:
         if name and is_convertible(name):
             return name

@@ -11,6 +11,8 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator
+from email.mime.multipart import MIMEMultipart
+from email.mime.text import MIMEText
 from pathlib import Path
 from typing import Any
 
@@ -435,3 +437,62 @@ def test_a_source_file_upload_is_found_in_its_function(cluster: Cluster) -> None
             assert top["start_line"] <= heading <= top["end_line"]
 
     asyncio.run(go())
+
+
+def test_a_transcript_a_paper_and_a_saved_page_are_found_by_what_they_say(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """A meeting transcript, a LaTeX paper and Org notes through `/upload`, and a web page saved
+    as one file through `ingest_url` (served by a local server as `message/rfc822`), found
+    by an MCP client: the speaker and the time in the transcript's hit, the paper's section
+    as the hit's heading path, the saved page by its article's words and title."""
+    text = REPO / "tests" / "data" / "text"
+    for name in ("standup.vtt", "paper.tex", "notes.org"):
+        response = httpx.post(
+            cluster.gateway + "/upload",
+            files={"file": (name, (text / name).read_bytes())},
+            data={"library": "markup"},
+            timeout=120,
+        )
+        assert response.status_code == 200, response.text
+        assert response.json()["status"] == "indexed", response.text
+    blog = (SHARED_FILES / "markitdown/test_blog.html").read_text("utf-8")
+    page = MIMEMultipart("related", type="text/html")
+    page.attach(MIMEText(blog, "html", "utf-8"))
+    served = tmp_path / "www"
+    served.mkdir()
+    (served / "post.mhtml").write_bytes(page.as_bytes())  # served as message/rfc822
+    handler = lambda *a: http.server.SimpleHTTPRequestHandler(*a, directory=str(served))  # noqa: E731
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/post.mhtml"
+
+    async def go() -> None:
+        async with sse_tools(cluster.gateway + "/sse") as tools:
+            saved = await tools.call("ingest_url", url=url, library="markup")
+            assert saved["status"] == "indexed", saved
+            said = await tools.call(
+                "search", query="who raised the ledger timeout", library="markup"
+            )
+            top = said["results"][0]
+            assert (top["source"], top["file_type"]) == ("standup.vtt", "vtt")
+            assert "[00:00:11] **Tomás Ortega:** The retry storm" in top["content"]
+            prior = await tools.call(
+                "search", query="terms weighted by document frequency", library="markup"
+            )
+            top = prior["results"][0]
+            assert (top["source"], top["title"]) == (
+                "paper.tex",
+                "Cold-Start Retrieval with Sparse Priors",
+            )
+            assert "Sparse prior" in top["content"]
+            post = await tools.call(
+                "search", query="tuning inference parameters for MATH problems", library="markup"
+            )
+            top = post["results"][0]
+            assert top["file_type"] == "mhtml" and top["title"].startswith("Does Model and")
+
+    try:
+        asyncio.run(go())
+    finally:
+        server.shutdown()

@@ -86,6 +86,8 @@ def test_filenames_follow_content_type() -> None:
         assert _filename_for(f"https://x.org/{name}", "text/plain; charset=utf-8") == name
     assert _filename_for("https://x.org/talk", "text/vtt") == "talk.vtt"
     assert _filename_for("https://x.org/page", "multipart/related") == "page.mhtml"
+    assert _filename_for("https://x.org/saved.mht", "message/rfc822") == "saved.mht"
+    assert _filename_for("https://x.org/mail", "message/rfc822") == "mail.eml"
     with pytest.raises(FetchError, match="content type"):
         _filename_for("https://x.org/blob", "application/octet-stream")
 
