@@ -1,8 +1,9 @@
 """Subtitles and transcripts (`.vtt` WebVTT, `.srt` SubRip) as Markdown a search finds words
 in: the cues' text in paragraphs, each starting with its time, `[00:12:05]`.
 
-Meeting tools export transcripts in these formats (Teams and Zoom as WebVTT, with the
-speaker in a voice span, `<v Jane Doe>`), and video sites their captions. The cue numbers,
+Meeting tools export transcripts in these formats (Teams as WebVTT with the speaker in a
+voice span, `<v Jane Doe>`; Zoom with the name before the words, `Jane Doe: Hello`), and
+video sites their captions. The cue numbers,
 timings, positions and styling are left out. Consecutive cues make one paragraph until the
 speaker changes, the talk pauses (`_PAUSE_S`), or the paragraph is long enough to end at a
 sentence (`_PARAGRAPH`), or, without punctuation (automatic captions), long enough
@@ -23,6 +24,8 @@ _TIMING = re.compile(
 )
 _VOICE = re.compile(r"<v(?:\.[^\s>]*)?\s+([^>]+)>")
 _TAG = re.compile(r"<[^>]*>")
+# A speaker's name before the words: up to four words, the first capitalised.
+_NAMED = re.compile(r"^([A-Z][\w.'-]*(?: [\w.'-]+){0,3}): (?=\S)")
 _SPACE = re.compile(r"\s+")
 # Blocks of a WebVTT file that are not cues.
 _NOT_CUES = ("WEBVTT", "NOTE", "STYLE", "REGION")
@@ -43,7 +46,7 @@ class _Cue:
 def subtitles_markdown(text: str, name: str) -> tuple[str, str]:
     """The transcript in `text` (a decoded .vtt or .srt file) as Markdown paragraphs, and
     no title (the file's name serves)."""
-    cues = _cues(text)
+    cues = _named_speakers(_cues(text))
     if not cues:
         raise ConversionError(
             f"could not convert '{name}': it holds no cues (no 'start --> end' timing lines); "
@@ -109,6 +112,21 @@ def _cues(text: str) -> list[_Cue]:
                 cue.lines.append(line)
             after_blank = False
     return [cue for cue in cues if cue.lines]
+
+
+def _named_speakers(cues: list[_Cue]) -> list[_Cue]:
+    """Speakers named in the text, as Zoom writes them (`Jane Doe: Hello`), when no cue has a
+    voice span and at least half of the cues start so: the name is taken off the line."""
+    if any(cue.speaker for cue in cues):
+        return cues
+    named = [_NAMED.match(cue.lines[0]) for cue in cues]
+    if sum(found is not None for found in named) * 2 < len(cues):
+        return cues
+    for cue, found in zip(cues, named, strict=True):
+        if found is not None:
+            cue.speaker = found.group(1)
+            cue.lines[0] = cue.lines[0][found.end() :]
+    return [cue for cue in cues if any(cue.lines)]
 
 
 def _seconds(parts: tuple[str | None, ...]) -> float:

@@ -80,6 +80,26 @@ def test_a_meeting_transcript_keeps_who_said_what_and_when(converter: DocumentCo
     assert (document.title, document.file_type) == ("standup", "vtt")
 
 
+def test_a_zoom_transcript_names_its_speakers_before_their_words(
+    converter: DocumentConverter,
+) -> None:
+    """Zoom writes `Name: words` in each cue: the names become the speakers, and a colon
+    later in the words stays."""
+    document = convert(converter, "zoom.vtt")
+    assert document.markdown == (
+        "[00:00:02] **Amara Okafor:** Can everyone see my screen? This is the Q3 roadmap. The "
+        "first item is the mobile checkout redesign.\n\n"
+        "[00:00:09] **Lee:** Quick question: does that include the Apple Pay work?\n\n"
+        "[00:00:14] **Amara Okafor:** Yes, Apple Pay ships with the redesign in October."
+    )
+    # A colon in fewer than half of the cues names nobody.
+    lines = ["Note: the tide turns.", "It was late.", "The bell rang."]
+    few = "".join(
+        f"{k}\n00:00:0{k},000 --> 00:00:0{k},500\n{line}\n\n" for k, line in enumerate(lines)
+    )
+    assert converter.convert(few.encode(), "film.srt").markdown.startswith("[00:00:00] Note: the")
+
+
 def test_rolling_captions_are_written_once(converter: DocumentConverter) -> None:
     """Caption sites repeat each line in the next cue and time every word; the text reads
     once, without the word timings, the positions or the header's Kind and Language."""
