@@ -5,10 +5,10 @@ What is kept: the body (between `\\begin{document}` and `\\end{document}` when t
 them), the title and authors, the abstract, sectioning commands as headings (`\\chapter` and
 `\\part` level 1, `\\section` 2, down to `\\paragraph` 5), list items, captions, footnotes and
 math as written. What goes: comments, the preamble, labels, spacing and page commands, and
-the markup around words (`\\emph{word}` reads `word`). Citations and cross-references keep
-their keys in brackets (`[smith2020]`), which is what a reader searching a paper by them
-types. This is a reader for finding text, not a LaTeX engine: macros the file defines
-itself, `\\input` files and tables' layout are not expanded.
+the markup around words (`\\emph{word}` reads `word`); links are Markdown links. Citations
+and cross-references keep their keys in brackets (`[smith2020]`), which is what a reader
+searching a paper by them types. This is a reader for finding text, not a LaTeX engine:
+macros the file defines itself, `\\input` files and tables' layout are not expanded.
 """
 
 from __future__ import annotations
@@ -31,6 +31,8 @@ _UNWRAP = re.compile(
     r"\\(?:emph|textbf|textit|texttt|textsc|textsf|textrm|textup|textmd|underline|mbox|"
     r"caption|url|text)\*?\s*(?:\[[^\]]*\])?\{([^{}]*)\}"
 )
+_HREF = re.compile(r"\\href\s*\{([^{}]*)\}\s*\{([^{}]*)\}")
+_TILDE = re.compile(r"(?<!\\)~")
 _FOOTNOTE = re.compile(r"\\footnote\s*(?:\[[^\]]*\])?\{([^{}]*)\}")
 _KEYS = re.compile(
     r"\\(?:cite[a-z]*|[a-z]*ref|ref)\*?\s*(?:\[[^\]]*\]\s*){0,2}\{([^{}]*)\}", re.IGNORECASE
@@ -70,6 +72,7 @@ def latex_markdown(text: str, name: str) -> tuple[str, str]:
     for pattern, replacement in (
         (_ABSTRACT, "\n\n## Abstract\n\n"),
         (_DROP_WITH_ARGUMENT, ""),
+        (_HREF, r"[\2](\1)"),
         (_KEYS, r"[\1]"),
     ):
         text = pattern.sub(replacement, text)
@@ -78,7 +81,7 @@ def latex_markdown(text: str, name: str) -> tuple[str, str]:
     for pattern, replacement in ((_ENVIRONMENT, "\n"), (_DROP, ""), (_LINE_BREAK, "\n")):
         text = pattern.sub(replacement, text)
     text = _ESCAPED.sub(r"\1", text.replace("``", '"').replace("''", '"'))
-    text = re.sub(r"(?<!\\)~", " ", text)
+    text = _TILDE.sub(" ", text)
     head = [f"# {title}"] if title else []
     if authors:
         head.append(authors)

@@ -3,12 +3,11 @@ in: the cues' text in paragraphs, each starting with its time, `[00:12:05]`.
 
 Meeting tools export transcripts in these formats (Teams as WebVTT with the speaker in a
 voice span, `<v Jane Doe>`; Zoom with the name before the words, `Jane Doe: Hello`), and
-video sites their captions. The cue numbers,
-timings, positions and styling are left out. Consecutive cues make one paragraph until the
-speaker changes, the talk pauses (`_PAUSE_S`), or the paragraph is long enough to end at a
-sentence (`_PARAGRAPH`), or, without punctuation (automatic captions), long enough
-(`_PARAGRAPH_MAX`), so a long talk still has a time every minute or so. Rolling captions,
-where each cue repeats the line before it, are written once.
+video sites their captions. The cue numbers, timings, positions and styling are left out.
+Consecutive cues make one paragraph until the speaker changes, the talk pauses (`_PAUSE_S`),
+or the paragraph is long enough to end at a sentence (`_PARAGRAPH`), or, without punctuation
+(automatic captions), long enough (`_PARAGRAPH_MAX`), so a long talk still has a time every
+minute or so. Rolling captions, where each cue repeats the line before it, are written once.
 """
 
 from __future__ import annotations

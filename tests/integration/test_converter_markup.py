@@ -142,6 +142,7 @@ def test_a_latex_paper_reads_as_its_words_under_its_headings(
         "- Terms in titles count twice.\n- **Stop words** are dropped.",
         "The retrieval pipeline from query to ranked list.",  # a caption
         "We thank the reviewers. (And the coffee machine on floor three.)",  # a footnote
+        "Code and data: [the project page](https://example.org/cold-start).",
     ):
         assert kept in markdown
     for gone in ("TODO", "preamble macro", "usepackage", "\\label", "pipeline.pdf", "refs"):
