@@ -161,8 +161,7 @@ class DocumentConverter:
             elif ext in TEXT_READERS and not zipped:
                 document = self._text_document(data, name, ext)
             elif ext in _SAVED_PAGES:
-                html = page_html(data, name).encode()
-                document = self._markitdown_document(html, name, ".html", route, charset="utf-8")
+                document = self._web_page(page_html(data, name), name)
             elif ext in OWN_SEPARATOR and not zipped:
                 document = self._table_document(data, name, ext)
             elif route is Route.MAIL:
@@ -224,15 +223,18 @@ class DocumentConverter:
     def _mail_document(self, data: bytes, name: str) -> Document:
         """An e-mail message (`mail`); an HTML body converted as an .html file is."""
 
-        def html(body: bytes) -> str:
-            return self._markitdown_document(
-                body, "body.html", ".html", Route.TEXT, charset="utf-8"
-            ).markdown
+        def html(body: str) -> str:
+            return self._web_page(body, "body.html").markdown
 
         markdown, subject = mail_markdown(data, name, html)
         markdown = normalise_text(markdown)
         title = sensible_title(subject) or _file_stem(name)
         return Document(markdown, title, "eml", 0, [PageSpan(0, 0, len(markdown))])
+
+    def _web_page(self, html: str, name: str) -> Document:
+        """HTML already decoded (an e-mail's body, a saved page's part), read as an `.html`
+        file is: without its menus, site header and footer (`webpage`), then markitdown."""
+        return self._markitdown_document(html.encode(), name, ".html", Route.TEXT, charset="utf-8")
 
     def _own_document(self, data: bytes, name: str, ext: str, route: Route) -> Document:
         """A format this service reads itself (OpenDocument, RTF, Word and PowerPoint 97), in

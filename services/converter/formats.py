@@ -11,7 +11,13 @@ from __future__ import annotations
 from enum import Enum
 
 from libs.errors import InvalidInputError, UnsupportedFormatError
-from libs.formats import CODE_EXTENSIONS, OFFICE_VARIANTS, TEXT_EXTENSIONS, check_convertible
+from libs.formats import (
+    CODE_EXTENSIONS,
+    MARKUP_EXTENSIONS,
+    OFFICE_VARIANTS,
+    TEXT_EXTENSIONS,
+    check_convertible,
+)
 
 
 class Route(Enum):
@@ -53,14 +59,9 @@ ROUTES: dict[str, Route] = {
     ".fods": Route.SHEETS,
     ".fodp": Route.SLIDES,
     ".rtf": Route.DOCUMENT,  # Rich Text Format, read by `rtf`
-    ".tex": Route.TEXT,  # LaTeX, read by `latex`
-    ".ltx": Route.TEXT,
-    ".org": Route.TEXT,  # Org mode, read by `orgmode`
-    ".vtt": Route.TEXT,  # WebVTT and SubRip subtitles and transcripts, read by `subtitles`
-    ".srt": Route.TEXT,
-    ".mhtml": Route.TEXT,  # web pages saved as one file, read by `mhtml`
-    ".mht": Route.TEXT,
     **{ext: Route.TEXT for ext in TEXT_EXTENSIONS},
+    # LaTeX, Org mode, subtitles and saved web pages (`latex`, `orgmode`, `subtitles`, `mhtml`)
+    **{ext: Route.TEXT for ext in MARKUP_EXTENSIONS},
     **{ext: Route.CODE for ext in CODE_EXTENSIONS},  # source code, read by `code`
 }
 ROUTES.update({variant: ROUTES[base] for variant, base in OFFICE_VARIANTS.items()})

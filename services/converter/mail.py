@@ -19,7 +19,7 @@ _HEADERS = ("From", "To", "Cc", "Date", "Subject")
 
 
 def mail_markdown(
-    data: bytes, name: str, html_to_markdown: Callable[[bytes], str]
+    data: bytes, name: str, html_to_markdown: Callable[[str], str]
 ) -> tuple[str, str]:
     """The Markdown of the message `data` and its subject; `html_to_markdown` converts an
     HTML body."""
@@ -40,13 +40,13 @@ def mail_markdown(
     return "\n".join(lines), str(message["Subject"] or "").strip()
 
 
-def _body(message: EmailMessage, html_to_markdown: Callable[[bytes], str]) -> str:
+def _body(message: EmailMessage, html_to_markdown: Callable[[str], str]) -> str:
     part = message.get_body(preferencelist=("plain", "html"))
     if part is None:
         return ""
     content = part_text(part)
     if part.get_content_subtype() == "html":
-        return html_to_markdown(content.encode()).strip()
+        return html_to_markdown(content).strip()
     return content.strip()
 
 

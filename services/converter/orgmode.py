@@ -1,8 +1,8 @@
 """Org mode notes (`.org`, Emacs) as Markdown: `* Heading` lines become `# Heading`, so a
 chunk carries its outline path as a Markdown note's does.
 
-What changes: headings (their trailing `:tags:` dropped, TODO keywords and priorities kept
-as words), source and example blocks as fenced code, quote blocks as `>` quotes, links as
+What changes: headings (their trailing `:tags:` dropped, task states and priorities kept as
+words), source and example blocks as fenced code, quote blocks as `>` quotes, links as
 Markdown links, and `#+TITLE:` as the title. What goes: other `#+KEYWORD:` lines, comment
 lines, and property and log drawers. Everything else (lists, tables, emphasis, timestamps)
 reads the same in both.
