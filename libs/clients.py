@@ -24,9 +24,11 @@ from libs.contracts import (
     ListLibrariesResult,
     LookupResponse,
     ModelInfo,
+    PartReceived,
     SearchResult,
     SourceList,
     StoredVectors,
+    UpsertPart,
     UpsertRequest,
     UpsertResponse,
 )
@@ -88,8 +90,11 @@ class IndexClient(ServiceClient):
         return LookupResponse.model_validate(payload)
 
     async def upsert(self, request: UpsertRequest) -> UpsertResponse:
-        payload = await self.request("POST", "/documents", json=request.model_dump())
-        return UpsertResponse.model_validate(payload)
+        # The body is pydantic's JSON, the bytes `services.gateway.parts` measures.
+        return await self.fetch(UpsertResponse, "POST", "/documents", body=request)
+
+    async def stage(self, part: UpsertPart) -> PartReceived:
+        return await self.fetch(PartReceived, "POST", "/documents/parts", body=part)
 
     async def search(self, request: IndexSearchRequest) -> SearchResult:
         return await self.fetch(SearchResult, "POST", "/search", body=request)

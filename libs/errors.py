@@ -145,6 +145,14 @@ class ConcurrentWriterError(MvdbError):
     http_status = 409
 
 
+class PartsMissingError(MvdbError):
+    """A write named parts (`UpsertPart`) the index no longer holds: they expired, or the
+    index restarted. The caller sends them again."""
+
+    error_code = "parts_missing"
+    http_status = 409
+
+
 class StoreError(MvdbError):
     error_code = "store_error"
     http_status = 500
@@ -176,6 +184,7 @@ _BY_CODE: dict[str, type[MvdbError]] = {
         FetchError,
         ModelMismatchError,
         ConcurrentWriterError,
+        PartsMissingError,
         StoreError,
         UpstreamError,
     )

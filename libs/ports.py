@@ -22,9 +22,11 @@ from libs.contracts import (
     ListLibrariesResult,
     LookupResponse,
     ModelInfo,
+    PartReceived,
     SearchResult,
     SourceList,
     StoredVectors,
+    UpsertPart,
     UpsertRequest,
     UpsertResponse,
 )
@@ -49,6 +51,9 @@ class EmbedderPort(Protocol):
 class IndexPort(Protocol):
     async def lookup(self, library: str, source: str) -> LookupResponse: ...
     async def upsert(self, request: UpsertRequest) -> UpsertResponse: ...
+    # A part of a document larger than one write (`IndexInfo.max_body_bytes`), held by the
+    # index until the upsert that names it (`UpsertRequest.staged`).
+    async def stage(self, part: UpsertPart) -> PartReceived: ...
     async def search(self, request: IndexSearchRequest) -> SearchResult: ...
     async def list_documents(
         self, library: str | None, limit: int, offset: int

@@ -34,11 +34,13 @@ from libs.contracts import (
     ListLibrariesResult,
     LookupResponse,
     ModelInfo,
+    PartReceived,
     SearchHit,
     SearchResult,
     SourceEntry,
     SourceList,
     StoredVectors,
+    UpsertPart,
     UpsertRequest,
     UpsertResponse,
     decode_cursor,
@@ -49,6 +51,7 @@ from libs.formats import is_convertible
 from libs.vectors import Matrix, decode
 from services.gateway.ports import Ports
 from services.gateway.settings import GatewaySettings
+from services.index.store.staging import Staging
 
 
 class FakeConverter:
@@ -118,6 +121,9 @@ class FakeIndex:
         self.vectors: dict[str, tuple[str, int, Matrix]] = {}  # doc_id -> model, dim, vectors
         self.write_delay = 0.0
         self.max_body_bytes = 0  # what info() says the index takes in one write; 0 unknown
+        # The parts of larger documents, held as the index holds them; info() says its budget.
+        self.staging = Staging(max_bytes=0, ttl_s=900.0)
+        self.parts_sent = 0
         self.jobs: dict[str, JobRecord] = {}
 
     async def save_job(self, record: JobRecord) -> None:
@@ -149,7 +155,15 @@ class FakeIndex:
                 return LookupResponse(document=info, conversion=self.conversions[info.doc_id])
         return LookupResponse(document=None)
 
+    async def stage(self, part: UpsertPart) -> PartReceived:
+        self.parts_sent += 1
+        return self.staging.add(part)
+
     async def upsert(self, request: UpsertRequest) -> UpsertResponse:
+        staged = request.staged
+        request = self.staging.whole(request)
+        if staged is not None:
+            self.staging.drop(staged.upload_id)
         vectors = decode(request.vectors_b64, request.dim, len(request.chunks))
         if self.write_delay:
             await asyncio.sleep(self.write_delay)
@@ -297,6 +311,7 @@ class FakeIndex:
             documents=len(self.docs),
             chunks=chunks,
             max_body_bytes=self.max_body_bytes,
+            max_staged_bytes=self.staging.max_bytes,
         )
 
     async def ready(self) -> tuple[bool, str]:

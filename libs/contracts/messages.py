@@ -5,7 +5,7 @@ the readiness answer every service gives. Vectors travel as base64 float32 (see
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import numpy as np
 from pydantic import Field, field_validator, model_validator
@@ -100,9 +100,9 @@ class NewDocument(Model):
         return value
 
 
-class UpsertRequest(Model):
-    """One version of a document for the index, checked here so that every caller (HTTP or
-    in-process) is refused before anything is written.
+class ChunkVectors(Model):
+    """Chunks and their vectors, checked here so that every caller (HTTP or in-process) is
+    refused before anything is written: a document's write, or a part of it.
 
     `chunks` are as the converter made them: each carries its `token_count`, the chunk's
     length in the embedding model's tokens with special tokens. A chunk sent with 0 is
@@ -110,7 +110,6 @@ class UpsertRequest(Model):
     `vectors_b64` holds one `dim`-wide float32 vector per chunk, in chunk order.
     """
 
-    document: NewDocument
     chunks: list[Chunk]
     model: str
     dim: int
@@ -131,14 +130,14 @@ class UpsertRequest(Model):
         return value
 
     @model_validator(mode="after")
-    def _chunks_and_vectors(self) -> UpsertRequest:
+    def _chunks_and_vectors(self) -> ChunkVectors:
         if not self.chunks:
-            raise ValueError(
-                "a document needs at least one chunk; nothing was indexed for "
-                f"{self.document.source!r} (was the text empty?)"
-            )
+            raise ValueError(self._no_chunks())
         self.vectors()
         return self
+
+    def _no_chunks(self) -> str:
+        return "a write needs at least one chunk"
 
     def vectors(self) -> Matrix:
         """The decoded vectors, one row per chunk; ValueError says what is wrong with them."""
@@ -151,6 +150,64 @@ class UpsertRequest(Model):
         if not np.isfinite(vectors).all():
             raise ValueError("the chunk vectors contain NaN or infinite values")
         return vectors
+
+
+UploadId = Annotated[str, Field(min_length=8, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")]
+
+
+class StagedChunks(Model):
+    """The chunks an upsert's own come after: `chunk_count` of them, sent before in parts
+    under `upload_id` (`UpsertPart`)."""
+
+    upload_id: UploadId
+    chunk_count: int = Field(ge=1)
+
+
+class UpsertRequest(ChunkVectors):
+    """One version of a document for the index. A document larger than one request
+    (`IndexInfo.max_body_bytes`) sends its first chunks in parts (`UpsertPart`), and this
+    request, with the document and the last chunks, names them (`staged`): the index writes
+    them all in the one replace, so the parts are never searchable on their own."""
+
+    document: NewDocument
+    staged: StagedChunks | None = None
+
+    def _no_chunks(self) -> str:
+        return (
+            "a document needs at least one chunk; nothing was indexed for "
+            f"{self.document.source!r} (was the text empty?)"
+        )
+
+
+class UpsertPart(ChunkVectors):
+    """Chunks `start` .. `start + len(chunks) - 1` of a document written in parts, held by the
+    index under `upload_id` until the upsert that names them (`StagedChunks`). Sending a part
+    again replaces the one sent with the same `start`."""
+
+    upload_id: UploadId
+    start: int = Field(ge=0)
+
+    def _no_chunks(self) -> str:
+        return "a part of a document needs at least one chunk"
+
+
+class PartReceived(Out):
+    upload_id: str
+    # The chunks held under upload_id, and the bytes every upload's parts hold in the index.
+    chunks: int
+    held_bytes: int
+
+
+def held_bytes(chunks: list[Chunk], dim: int) -> int:
+    """What `chunks` and their `dim`-wide vectors cost the index to hold until their write:
+    the one measure of `IndexInfo.max_staged_bytes`, for the index and its callers."""
+    return sum(len(c.text) + sum(map(len, c.headings)) + 64 for c in chunks) + 4 * dim * len(chunks)
+
+
+class UpsertResponse(Out):
+    status: Literal["indexed", "replaced"]
+    doc_id: str
+    chunk_count: int
 
 
 class StoredVectors(Out):
@@ -179,12 +236,6 @@ class StoredVectors(Out):
             return {}
         vectors = decode(self.vectors_b64, self.dim, len(self.hashes))
         return {bytes.fromhex(h): row for h, row in zip(self.hashes, vectors, strict=True)}
-
-
-class UpsertResponse(Out):
-    status: Literal["indexed", "replaced"]
-    doc_id: str
-    chunk_count: int
 
 
 class LookupResponse(Out):
@@ -225,6 +276,9 @@ class IndexInfo(Out):
     role: IndexRole = "all"
     # The largest write the index takes in one request (INDEX_MAX_BODY_BYTES); 0: unknown.
     max_body_bytes: int = 0
+    # The most the parts of larger documents may hold in the index until their writes
+    # (INDEX_STAGED_MAX_BYTES, measured by `held_bytes`); 0: unknown.
+    max_staged_bytes: int = 0
 
 
 class ReadyStatus(Out):

@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import pydantic_core
 
 from libs.contracts import (
     ChunkRequest,
@@ -32,25 +31,19 @@ from libs.contracts import (
     ModelInfo,
     NewDocument,
     SourceEntry,
-    UpsertRequest,
 )
-from libs.errors import InvalidInputError, MvdbError, TooLargeError
+from libs.errors import InvalidInputError, MvdbError
 from libs.formats import CONVERTER_REVISION
 from libs.ports import ConverterPort, EmbedderPort, IndexPort
 from libs.telemetry import STAGE_SECONDS
-from libs.vectors import encode
 from services.gateway.embedding import DocumentEmbedder, Row
 from services.gateway.fetch import UrlPolicy, fetch_url
 from services.gateway.metrics import INGESTED_CHUNKS, INGESTED_DOCUMENTS
+from services.gateway.parts import IndexWrites
 from services.gateway.settings import GatewaySettings
 from services.gateway.sources import PathPolicy, read_file
 
 log = logging.getLogger(__name__)
-
-# How long the index's largest write is taken as known, and what a write carries besides the
-# converted document and the vectors (the document's fields, JSON framing).
-_LIMIT_TTL_S = 60.0
-_WRITE_OVERHEAD = 64 * 1024
 
 
 @asynccontextmanager
@@ -87,10 +80,6 @@ def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
-def _size(n: int) -> str:
-    return f"{n / 2**20:.1f} MiB" if n >= 2**20 else f"{n / 1024:.0f} KiB"
-
-
 def content_hash(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
@@ -123,38 +112,12 @@ class Pipeline:
             embedder, settings.embed_batch_texts, settings.embed_cache_texts
         )
         self._model: ModelInfo | None = None
-        self._write_limit = (0, -_LIMIT_TTL_S)  # (bytes, when it was asked for)
+        self.writes = IndexWrites(index)
 
     async def model(self) -> ModelInfo:
         if self._model is None:
             self._model = await self.embedder.info()
         return self._model
-
-    async def _check_writable(self, source: str, converted: ConvertResult, dim: int) -> None:
-        """Refuse, before any embedding, a document whose write would be larger than the
-        index takes in one request (`INDEX_MAX_BODY_BYTES`, asked for once a minute): it
-        would fail at the very end, after all the embedding. The write is the converted
-        document and its chunks as they came, plus a base64 vector per chunk."""
-        limit, asked = self._write_limit
-        if time.monotonic() - asked > _LIMIT_TTL_S:
-            try:
-                limit = (await self.index.info()).max_body_bytes
-            except MvdbError:
-                limit = 0  # the write itself will say
-            self._write_limit = (limit, time.monotonic())
-        if not limit:
-            return
-        vectors = 4 * -(-(4 * dim) // 3) * len(converted.chunks)
-        # Bytes straight from pydantic's serialiser: a fourth of the time of a str encoded
-        # (42 against 157 ms for 11 MB of Markdown), on the event loop.
-        size = len(pydantic_core.to_json(converted)) + vectors + _WRITE_OVERHEAD
-        if size > limit:
-            raise TooLargeError(
-                f"{source!r} converts to {len(converted.chunks)} chunks, a write of about "
-                f"{_size(size)}, more than the index takes in one request "
-                f"(INDEX_MAX_BODY_BYTES, {_size(limit)}); split the file into smaller files, "
-                "or raise INDEX_MAX_BODY_BYTES on the index service"
-            )
 
     # ----------------------------------------------------------------- entry points
 
@@ -273,31 +236,27 @@ class Pipeline:
             # The converter refuses a document without text (no_text_extracted).
             converted = await produce()
             model = await self.model()
-            await self._check_writable(source, converted, model.dim)
+            await self.writes.check(source, converted, metadata, model.dim)
             async with _stage("embed"):
                 texts = [c.text for c in converted.chunks]
                 stored = await self._stored_vectors(existing, model) if existing else None
                 vectors = await self.embedding.embed(texts, model.name, model.dim, stored)
             title = converted.title.strip() or Path(fallback_title).stem or source
-            request = UpsertRequest(
-                document=NewDocument(
-                    source=source,
-                    library=library,
-                    title=title,
-                    file_type=converted.file_type,
-                    content_hash=digest,
-                    last_modified=last_modified,
-                    metadata=metadata or {},
-                    markdown=converted.markdown,
-                    conversion=CONVERTER_REVISION,
-                ),
-                chunks=converted.chunks,
-                model=model.name,
-                dim=model.dim,
-                vectors_b64=encode(vectors),
+            document = NewDocument(
+                source=source,
+                library=library,
+                title=title,
+                file_type=converted.file_type,
+                content_hash=digest,
+                last_modified=last_modified,
+                metadata=metadata or {},
+                markdown=converted.markdown,
+                conversion=CONVERTER_REVISION,
             )
             async with _stage("write"):
-                written = await self.index.upsert(request)
+                written = await self.writes.write(
+                    document, converted.chunks, model.name, model.dim, vectors
+                )
         INGESTED_DOCUMENTS.labels(written.status).inc()
         INGESTED_CHUNKS.inc(written.chunk_count)
         return IngestResult(

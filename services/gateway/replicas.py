@@ -40,9 +40,11 @@ from libs.contracts import (
     ListDocumentsResult,
     ListLibrariesResult,
     LookupResponse,
+    PartReceived,
     SearchResult,
     SourceList,
     StoredVectors,
+    UpsertPart,
     UpsertRequest,
     UpsertResponse,
 )
@@ -148,6 +150,9 @@ class ReplicaRouter:
 
     async def upsert(self, request: UpsertRequest) -> UpsertResponse:
         return await self._write(lambda: self.writer.upsert(request))
+
+    async def stage(self, part: UpsertPart) -> PartReceived:
+        return await self.writer.stage(part)  # invisible until the upsert naming it
 
     async def delete(self, doc_id: str) -> DeleteResult:
         return await self._write(lambda: self.writer.delete(doc_id))

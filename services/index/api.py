@@ -22,9 +22,11 @@ from libs.contracts import (
     ListDocumentsResult,
     ListLibrariesResult,
     LookupResponse,
+    PartReceived,
     SearchResult,
     SourceList,
     StoredVectors,
+    UpsertPart,
     UpsertRequest,
     UpsertResponse,
 )
@@ -58,6 +60,12 @@ async def lookup(
 @router.post("/documents")
 async def upsert(core: Core, body: UpsertRequest) -> UpsertResponse:
     return await core.upsert(body)
+
+
+@router.post("/documents/parts")
+async def stage(core: Core, body: UpsertPart) -> PartReceived:
+    """A part of a document larger than one request, held until the upsert naming it."""
+    return await core.stage(body)
 
 
 @router.post("/search")

@@ -29,9 +29,11 @@ from libs.contracts import (
     ListDocumentsResult,
     ListLibrariesResult,
     LookupResponse,
+    PartReceived,
     SearchResult,
     SourceList,
     StoredVectors,
+    UpsertPart,
     UpsertRequest,
     UpsertResponse,
     decode_cursor,
@@ -165,6 +167,9 @@ class IndexCore(AsyncLifecycle):
         response = await self._run(lambda store: store.upsert(request))
         self._wrote()
         return response
+
+    async def stage(self, part: UpsertPart) -> PartReceived:
+        return await self._run(lambda store: store.stage(part))
 
     async def search(self, request: IndexSearchRequest) -> SearchResult:
         store = await self.start()

@@ -120,6 +120,19 @@ class IndexSettings(CommonSettings):
         ge=1024,
         description="Largest request body the HTTP API accepts (413 above it)",
     )
+    index_staged_max_bytes: int = Field(
+        default=256 * 1024 * 1024,
+        ge=0,
+        description="Most the parts of documents larger than one request may hold in memory "
+        "until their writes, all uploads together (chunk text plus float32 vectors); a "
+        "larger document is refused before embedding (0: none are taken)",
+    )
+    index_staged_ttl_s: float = Field(
+        default=900.0,
+        gt=0,
+        description="Parts not followed by another part or their write within this many "
+        "seconds are dropped (the gateway sends them again if it still writes)",
+    )
 
     @field_validator("lancedb_storage_options", mode="before")
     @classmethod

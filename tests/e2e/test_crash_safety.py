@@ -15,7 +15,9 @@ acknowledged:
 
 Also: concurrent ingests of one source end with one document, and a failed re-ingest leaves
 the old version searchable. The retry budget is raised through the cluster's environment
-(`RETRY_ATTEMPTS`, `RETRY_MAX_S`) so that retries outlast a restart.
+(`RETRY_ATTEMPTS`, `RETRY_MAX_S`) so that retries outlast a restart. The index takes 16 KiB
+a request (`INDEX_MAX_BODY_BYTES`), so every file (about 24 KB to write) goes in parts and
+then a last request (`services.gateway.parts`): parts a killed index lost are sent again.
 """
 
 from __future__ import annotations
@@ -58,6 +60,7 @@ def crash_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalClu
         LOG_LEVEL="INFO",
         RETRY_ATTEMPTS="20",
         RETRY_MAX_S="120",
+        INDEX_MAX_BODY_BYTES="16384",
     )
     try:
         with running(env) as cluster:

@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from libs.clients import IndexClient
-from libs.contracts import IndexSearchRequest, Job, JobRecord
+from libs.contracts import IndexSearchRequest, Job, JobRecord, UpsertPart
 from libs.errors import NotFoundError, ReadOnlyReplicaError
 from libs.http import RetryPolicy
 from libs.vectors import encode
@@ -24,6 +24,15 @@ from services.index.app import create_app
 from services.index.core import IndexCore
 from services.index.settings import IndexSettings
 from tests.index_helpers import unit_vectors, upsert_request, write_old_store
+
+
+def part_body() -> str:
+    """A well-formed part of a document sent in parts (`POST /documents/parts`)."""
+    fields = upsert_request("c.md", ["x"]).model_dump(
+        include={"chunks", "model", "dim", "vectors_b64"}
+    )
+    return UpsertPart(upload_id="upload-c", start=0, **fields).model_dump_json()
+
 
 pytestmark = pytest.mark.integration
 
@@ -129,6 +138,11 @@ async def test_a_reader_follows_the_writer_and_refuses_writes(tmp_path: Path) ->
         refused = [
             reader_http.post(
                 "/documents", json=upsert_request("c.md", ["x"]).model_dump(mode="json")
+            ),
+            reader_http.post(
+                "/documents/parts",
+                content=part_body(),
+                headers={"content-type": "application/json"},
             ),
             reader_http.delete(f"/documents/{second.doc_id}"),
             reader_http.put(f"/jobs/{J2}", json=job_record(J2).model_dump(mode="json")),

@@ -15,6 +15,7 @@ locks, model stamp, caches) and hands it to the modules that do the work:
 - `search`: a search from request to result;
 - `reads`: lookup, get, listings, counts;
 - `writes`: the crash-safe replace protocol and delete;
+- `staging`: parts of documents larger than one request, held until their write;
 - `recovery`: reconcile after a crash;
 - `maintenance`: optimize and when it is due;
 - `jobs`: background jobs' records;
@@ -43,18 +44,21 @@ from libs.contracts import (
     ListDocumentsResult,
     ListLibrariesResult,
     LookupResponse,
+    PartReceived,
     SearchResult,
     SourceList,
     StoredVectors,
+    UpsertPart,
     UpsertRequest,
     UpsertResponse,
 )
 from services.index.errors import ReadOnlyReplica
 from services.index.settings import IndexSettings
-from services.index.store import jobs, maintenance, reads, recovery, search, tables
+from services.index.store import jobs, maintenance, meta, reads, recovery, search, tables
 from services.index.store.meta import ModelStamp
 from services.index.store.recovery import ReconcileReport
 from services.index.store.schema import DOCUMENTS
+from services.index.store.staging import Staging
 from services.index.store.state import StoreState
 from services.index.store.writes import Writes
 
@@ -74,6 +78,7 @@ class IndexStore:
     ) -> None:
         self.state = StoreState(settings)
         self.writes = writes(self.state)
+        self.staging = Staging(settings.index_staged_max_bytes, settings.index_staged_ttl_s)
         tables.open_tables(self.state)
         if not self.read_only:
             tables.adopt_versions(self.state)
@@ -137,8 +142,19 @@ class IndexStore:
         return reads.info(self.state)
 
     def upsert(self, request: UpsertRequest) -> UpsertResponse:
+        """Replace a document; one sent in parts (`staging`) is put together first, and
+        its parts are dropped once it is written."""
         self._writable("store documents")
-        return self.writes.upsert(request)
+        response = self.writes.upsert(self.staging.whole(request))
+        if request.staged is not None:
+            self.staging.drop(request.staged.upload_id)
+        return response
+
+    def stage(self, part: UpsertPart) -> PartReceived:
+        """Hold a part of a document larger than one request until its upsert."""
+        self._writable("store documents")
+        meta.check_model(self.state.stamp, part.model, part.dim)
+        return self.staging.add(part)
 
     def delete(self, doc_id: str) -> DeleteResult:
         self._writable("delete documents")
