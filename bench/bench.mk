@@ -25,3 +25,6 @@ bench-ingest: install ## Ingest rate vs the model's own rate on the same text, i
 
 bench-chunking: install ## Retrieval quality (SciFact) and tokens embedded per chunk size and overlap, in-process, niced (CHUNKING_ARGS="--max-docs 2000")
 	nice -n 10 $(PY) -m bench.chunking $(CHUNKING_ARGS)
+
+bench-large-document: install ## One very large document's write to an index process, in parts and in one request: seconds, requests, index memory (LARGE_DOC_ARGS="--chunks 20000,40000")
+	$(PY) -m bench.large_document $(LARGE_DOC_ARGS)

@@ -48,7 +48,7 @@ from libs.contracts import (
 )
 from libs.errors import ConversionError, NoTextError, NotFoundError, UnsupportedFormatError
 from libs.formats import is_convertible
-from libs.vectors import Matrix, decode
+from libs.vectors import Matrix
 from services.gateway.ports import Ports
 from services.gateway.settings import GatewaySettings
 from services.index.store.staging import Staging
@@ -161,10 +161,9 @@ class FakeIndex:
 
     async def upsert(self, request: UpsertRequest) -> UpsertResponse:
         staged = request.staged
-        request = self.staging.whole(request)
+        request, vectors = self.staging.whole(request)
         if staged is not None:
             self.staging.drop(staged.upload_id)
-        vectors = decode(request.vectors_b64, request.dim, len(request.chunks))
         if self.write_delay:
             await asyncio.sleep(self.write_delay)
         doc = request.document

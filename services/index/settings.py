@@ -121,7 +121,7 @@ class IndexSettings(CommonSettings):
         description="Largest request body the HTTP API accepts (413 above it)",
     )
     index_staged_max_bytes: int = Field(
-        default=256 * 1024 * 1024,
+        default=128 * 1024 * 1024,
         ge=0,
         description="Most the parts of documents larger than one request may hold in memory "
         "until their writes, all uploads together (chunk text plus float32 vectors); a "

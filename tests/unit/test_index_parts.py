@@ -88,10 +88,10 @@ def test_parts_and_the_last_request_make_the_whole_document_in_chunk_order() -> 
     staging.add(part("upload-1", 5, 5))  # parts may come in any order
     received = staging.add(part("upload-1", 0, 5))
     assert received.chunks == 10 and received.held_bytes == staging.held > 0
-    whole = staging.whole(last("upload-1", 10, 3))
+    whole, matrix = staging.whole(last("upload-1", 10, 3))
     assert [c.chunk_index for c in whole.chunks] == list(range(13))
     assert whole.staged is None
-    np.testing.assert_array_equal(whole.vectors(), vectors(0, 13))
+    np.testing.assert_array_equal(matrix, vectors(0, 13))
     staging.drop("upload-1")
     assert staging.held == 0
 
@@ -102,7 +102,7 @@ def test_a_part_sent_again_replaces_the_first_copy() -> None:
     held = staging.held
     assert staging.add(part("upload-1", 0, 4)).chunks == 4
     assert staging.held == held
-    assert len(staging.whole(last("upload-1", 4, 1)).chunks) == 5
+    assert len(staging.whole(last("upload-1", 4, 1))[0].chunks) == 5
 
 
 def test_missing_or_expired_parts_are_parts_missing_and_change_nothing() -> None:
@@ -134,7 +134,7 @@ def test_parts_past_the_budget_are_too_large_and_the_held_ones_stay() -> None:
     staging.add(one)
     with pytest.raises(TooLargeError, match="INDEX_STAGED_MAX_BYTES"):
         staging.add(part("upload-2", 0, 5))
-    assert len(staging.whole(last("upload-1", 4, 1)).chunks) == 5
+    assert len(staging.whole(last("upload-1", 4, 1))[0].chunks) == 5
 
 
 def test_a_part_from_another_model_is_refused() -> None:

@@ -145,7 +145,7 @@ class IndexStore:
         """Replace a document; one sent in parts (`staging`) is put together first, and
         its parts are dropped once it is written."""
         self._writable("store documents")
-        response = self.writes.upsert(self.staging.whole(request))
+        response = self.writes.upsert(*self.staging.whole(request))
         if request.staged is not None:
             self.staging.drop(request.staged.upload_id)
         return response

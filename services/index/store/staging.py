@@ -4,9 +4,9 @@ A document whose write is larger than `INDEX_MAX_BODY_BYTES` reaches the index a
 (`UpsertPart`: chunks `start` .. with their vectors, under an upload id) and then one upsert
 with the document and its last chunks that names them (`StagedChunks`). `Staging` keeps the
 parts, checked as they come (model, width, vectors), and `whole` puts the upsert together:
-the parts in chunk order, then the upsert's own chunks. The write is then the usual atomic
-replace (`writes.Writes.upsert`), so a document's parts are never searchable alone and a
-failure before it leaves the stored version as it was.
+the parts in chunk order, then the upsert's own chunks, with their vectors decoded once. The
+write is then the usual atomic replace (`writes.Writes.upsert`), so a document's parts are
+never searchable alone and a failure before it leaves the stored version as it was.
 
 Nothing here is written to the store: parts not followed by another part or their write
 within `INDEX_STAGED_TTL_S` are dropped, and so are all of them when the process stops. The
@@ -25,7 +25,7 @@ import numpy as np
 
 from libs.contracts import Chunk, PartReceived, UpsertPart, UpsertRequest, held_bytes
 from libs.errors import InvalidInputError, PartsMissingError, TooLargeError
-from libs.vectors import Matrix, encode
+from libs.vectors import Matrix
 
 
 @dataclass
@@ -96,12 +96,13 @@ class Staging:
                 upload_id=part.upload_id, chunks=upload.chunk_count(), held_bytes=self._held
             )
 
-    def whole(self, request: UpsertRequest) -> UpsertRequest:
-        """The upsert with the chunks its parts hold first, then its own; parts_missing when
-        they do not make up exactly `staged.chunk_count` chunks from the first on."""
+    def whole(self, request: UpsertRequest) -> tuple[UpsertRequest, Matrix]:
+        """The upsert with the chunks its parts hold first, then its own, and all their
+        vectors; parts_missing when the parts do not make up exactly `staged.chunk_count`
+        chunks from the first on. The request's `vectors_b64` stays its own."""
         staged = request.staged
         if staged is None:
-            return request
+            return request, request.vectors()
         with self._lock:
             self._expire()
             upload = self._uploads.get(staged.upload_id)
@@ -137,13 +138,8 @@ class Staging:
                 f"({request.dim} dimensions), its parts with {upload.model} ({upload.dim})"
             )
         matrix = np.vstack([*vectors, request.vectors()])
-        return request.model_copy(
-            update={
-                "chunks": [*chunks, *request.chunks],
-                "vectors_b64": encode(matrix),
-                "staged": None,
-            }
-        )
+        whole = request.model_copy(update={"chunks": [*chunks, *request.chunks], "staged": None})
+        return whole, matrix
 
     def drop(self, upload_id: str) -> None:
         """Forget an upload's parts (its write succeeded)."""

@@ -29,6 +29,7 @@ import pyarrow as pa
 from lancedb.table import Table
 
 from libs.contracts import DeleteResult, UpsertRequest, UpsertResponse
+from libs.vectors import Matrix
 from services.index.errors import ConcurrentWriter, DocumentNotFound, WriteFailed
 from services.index.filters import equals
 from services.index.store import meta
@@ -56,12 +57,13 @@ class Writes:
     def __init__(self, state: StoreState) -> None:
         self.state = state
 
-    def upsert(self, request: UpsertRequest) -> UpsertResponse:
+    def upsert(self, request: UpsertRequest, vectors: Matrix | None = None) -> UpsertResponse:
         """Replace the document at (library, source) with this version, atomically. The
-        request's contract has checked its chunks, identity, model and vectors."""
+        request's contract has checked its chunks, identity, model and vectors; `vectors`,
+        when given, are its vectors decoded (a document put together from parts)."""
         state = self.state
         document = request.document
-        vectors = request.vectors()
+        vectors = request.vectors() if vectors is None else vectors
         metadata = dump_metadata(document.metadata)
         with state.write_lock:
             state.guard.refuse_if_conflicted()
