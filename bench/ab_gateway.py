@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import socket
 import statistics
 import subprocess
 import sys
@@ -43,13 +42,7 @@ from bench.perf_corpus import (
     write_folder,
 )
 from bench.perf_measure import ingest_folder, percentile
-from services.entrypoints.cluster import local_env, running
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+from services.entrypoints.cluster import free_port, local_env, running
 
 
 @contextmanager

@@ -16,8 +16,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -28,9 +26,10 @@ import numpy as np
 
 from bench.cli import command_line, write_json
 from bench.scale import load_avg
-from bench.scale_s3 import _free_port, _wait
+from bench.scale_s3 import spawn_index, wait_answering
 from libs.clients import IndexClient
 from libs.contracts import Chunk, NewDocument
+from services.entrypoints.cluster import free_port
 from services.gateway.parts import IndexWrites
 
 MODEL, DIM = "sentence-transformers/all-MiniLM-L6-v2", 384
@@ -82,21 +81,15 @@ class CountingIndex:
 
 
 async def write_once(n: int, limit: int, workdir: Path) -> dict[str, Any]:
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "BIND_HOST": "127.0.0.1", "INDEX_PORT": str(port)}
     env.update({"LANCEDB_URI": str(workdir / f"store-{n}-{limit}"), "LOG_LEVEL": "WARNING"})
     env.update({"INDEX_MAX_BODY_BYTES": str(limit), "INDEX_STAGED_MAX_BYTES": str(2**31)})
     url = f"http://127.0.0.1:{port}"
     doc, chunks, vectors = document(n)
-    with (workdir / f"index-{port}.log").open("wb") as log:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "services.entrypoints.serve", "index"],
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
+    process = spawn_index(env, workdir / f"index-{port}.log")
     try:
-        _wait(url + "/readyz", process)
+        wait_answering(url + "/readyz", process)
         client = IndexClient(url)
         port_ = CountingIndex(client)
         await client.info()

@@ -27,7 +27,6 @@ import asyncio
 import contextlib
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -46,22 +45,16 @@ from bench.perf_corpus import SCIFACT, bulk_load, prose_documents, write_folder
 from bench.perf_measure import ingest_folder, mcp_latencies, percentile
 from bench.scale import DEFAULT_VAR, base_material, folds, load_avg
 from libs.vectors import encode
-from services.entrypoints.cluster import LocalCluster, local_env, running
+from services.entrypoints.cluster import LocalCluster, free_port, local_env, running
 
 # ministack does not check credentials; they only have to be there.
 KEYS = {"aws_access_key_id": "AKIABENCHSCALE00001", "aws_secret_access_key": "bench-secret-key"}
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @contextlib.contextmanager
 def s3_server(workdir: Path) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     """ministack on a free loopback port, stopped on exit."""
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "BIND_HOST": "127.0.0.1", "GATEWAY_PORT": str(port)}
     env.update({"SERVICES": "s3", "LOG_LEVEL": "WARNING", "TMPDIR": str(workdir)})
     with (workdir / "ministack.log").open("wb") as log:
@@ -74,14 +67,14 @@ def s3_server(workdir: Path) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
         )
     endpoint = f"http://127.0.0.1:{port}"
     try:
-        _wait(endpoint + "/", process)
+        wait_answering(endpoint + "/", process)
         yield endpoint, process
     finally:
         process.terminate()
         process.wait(timeout=30)
 
 
-def _wait(url: str, process: subprocess.Popen[bytes], limit_s: float = 120) -> float:
+def wait_answering(url: str, process: subprocess.Popen[bytes], limit_s: float = 120) -> float:
     started = time.perf_counter()
     while time.perf_counter() - started < limit_s:
         if process.poll() is not None:
@@ -93,6 +86,17 @@ def _wait(url: str, process: subprocess.Popen[bytes], limit_s: float = 120) -> f
     raise RuntimeError(f"{url} did not answer within {limit_s} s")
 
 
+def spawn_index(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    """An index process (`serve index`) with exactly `env`, its output in `log`."""
+    with log.open("wb") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "services.entrypoints.serve", "index"],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+
+
 def store_env(endpoint: str) -> dict[str, str]:
     bucket = f"bench-{uuid.uuid4().hex[:8]}"
     httpx.put(f"{endpoint}/{bucket}", timeout=30).raise_for_status()
@@ -102,21 +106,15 @@ def store_env(endpoint: str) -> dict[str, str]:
 
 def cold_reader(store: dict[str, str], workdir: Path, vector: np.ndarray) -> dict[str, float]:
     """An index reader started on the table: seconds to /readyz and to its first search."""
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, **store, "BIND_HOST": "127.0.0.1", "INDEX_PORT": str(port)}
     env.update({"INDEX_ROLE": "reader", "LOG_LEVEL": "WARNING", "VAR_DIR": str(workdir)})
     url = f"http://127.0.0.1:{port}"
     body = {"query": "", "vector_b64": encode(vector[None, :]), "top_k": 10, "mode": "hybrid"}
-    with (workdir / f"reader-{port}.log").open("wb") as log:
-        started = time.perf_counter()
-        process = subprocess.Popen(
-            [sys.executable, "-m", "services.entrypoints.serve", "index"],
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
+    started = time.perf_counter()
+    process = spawn_index(env, workdir / f"reader-{port}.log")
     try:
-        ready = _wait(url + "/readyz", process)
+        ready = wait_answering(url + "/readyz", process)
         with httpx.Client(timeout=120) as client:
             while True:
                 with contextlib.suppress(httpx.HTTPError):

@@ -1,20 +1,28 @@
 """Shared pieces of the index tests: the stand-in model, deterministic unit vectors, the
-one builder of `UpsertRequest`s every index test module uses, and a store as an older
-release wrote it (`write_old_store`)."""
+one builder of `UpsertRequest`s every index test module uses, the real index app driven by
+its typed client (`index_app`), and a store as an older release wrote it
+(`write_old_store`)."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
+import httpx
 import lancedb
 import numpy as np
 import pyarrow as pa
 from lancedb.index import BTree
 
+from libs.clients import IndexClient
 from libs.contracts import Chunk, NewDocument, UpsertRequest
 from libs.formats import CONVERTER_REVISION
+from libs.http import RetryPolicy
 from libs.vectors import Matrix, encode
+from services.index.app import create_app
+from services.index.settings import IndexSettings
 from services.index.store.schema import (
     ADDED_CHUNK_FIELDS,
     ADDED_DOCUMENT_FIELDS,
@@ -86,6 +94,21 @@ def upsert_request(
         dim=dim if dim is not None else int(vectors.shape[1]),
         vectors_b64=encode(vectors),
     )
+
+
+@asynccontextmanager
+async def index_app(settings: IndexSettings) -> AsyncIterator[IndexClient]:
+    """The real index app with its lifespan (its own state, on `settings`' store), and the
+    typed client to it in-process, with no retries: what a test sees is the first answer."""
+    app = create_app(settings)
+    async with app.router.lifespan_context(app):
+        index = IndexClient(
+            "http://index", transport=httpx.ASGITransport(app=app), policy=RetryPolicy(attempts=1)
+        )
+        try:
+            yield index
+        finally:
+            await index.aclose()
 
 
 # ------------------------------------------------------------- stores from before 0.5.0

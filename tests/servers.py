@@ -11,11 +11,9 @@ from typing import Any
 
 import uvicorn
 
+from services.entrypoints.cluster import free_port
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+__all__ = ["free_port", "serve"]
 
 
 @contextmanager

@@ -238,7 +238,7 @@ class LocalCluster:
             return None
 
 
-def _free_ports(count: int) -> list[int]:
+def free_ports(count: int) -> list[int]:
     """Distinct free loopback ports: each socket is held until all are chosen (one at a time,
     a port just released can be handed out again, and two services would share it)."""
     with contextlib.ExitStack() as held:
@@ -246,6 +246,11 @@ def _free_ports(count: int) -> list[int]:
         for sock in sockets:
             sock.bind(("127.0.0.1", 0))
         return [int(sock.getsockname()[1]) for sock in sockets]
+
+
+def free_port() -> int:
+    """A free loopback port (for one server a test or benchmark starts)."""
+    return free_ports(1)[0]
 
 
 def _free_run(count: int, tries: int = 50) -> int:
@@ -272,7 +277,7 @@ def local_env(var_dir: Path, *, readers: int = 0, **extra: str) -> dict[str, str
     others = [name for name in SERVICES if name != "index"]
     while True:
         index = _free_run(1 + readers)
-        ports = dict(zip(others, _free_ports(len(others)), strict=True))
+        ports = dict(zip(others, free_ports(len(others)), strict=True))
         if not any(index <= port <= index + readers for port in ports.values()):
             break
     ports["index"] = index

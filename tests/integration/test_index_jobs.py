@@ -6,15 +6,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import httpx
 import pytest
 
 from libs.clients import IndexClient
 from libs.contracts import Job, JobRecord
 from libs.errors import NotFoundError
-from libs.http import RetryPolicy
-from services.index.app import create_app
 from services.index.settings import IndexSettings
+from tests.index_helpers import index_app
 
 pytestmark = pytest.mark.integration
 
@@ -41,17 +39,8 @@ async def test_job_records_live_with_the_index(tmp_path: Path) -> None:
     settings = IndexSettings(lancedb_uri=str(tmp_path / "lancedb"))
 
     async def with_client(body):  # type: ignore[no-untyped-def]
-        app = create_app(settings)
-        async with app.router.lifespan_context(app):
-            client = IndexClient(
-                "http://index",
-                transport=httpx.ASGITransport(app=app),
-                policy=RetryPolicy(attempts=1),
-            )
-            try:
-                return await body(client)
-            finally:
-                await client.aclose()
+        async with index_app(settings) as client:
+            return await body(client)
 
     async def first(client: IndexClient) -> None:
         await client.save_job(record(A, "2026-01-01T00:00:00"))

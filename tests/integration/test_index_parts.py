@@ -6,23 +6,20 @@ write without touching the stored version."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from pathlib import Path
 from typing import Any
 
-import httpx
 import numpy as np
 import pytest
 
 from libs.clients import IndexClient
 from libs.contracts import Chunk, IndexSearchRequest, NewDocument, StagedChunks
 from libs.errors import PartsMissingError
-from libs.http import RetryPolicy
 from libs.vectors import encode, text_digest
 from services.gateway.parts import IndexWrites
-from services.index.app import create_app
 from services.index.settings import IndexSettings
-from tests.index_helpers import DIM, MODEL, unit_vectors, upsert_request
+from tests.index_helpers import DIM, MODEL, index_app, unit_vectors, upsert_request
 
 pytestmark = pytest.mark.integration
 
@@ -30,23 +27,14 @@ LIMIT = 256 * 1024
 WORDS = ["otter", "heron", "salmon", "beaver", "kingfisher", "dipper", "newt", "mink"]
 
 
-@asynccontextmanager
-async def index_app(uri: Path) -> AsyncIterator[IndexClient]:
-    """A fresh index app (its own state) on the store at `uri`, and a client to it."""
-    app = create_app(IndexSettings(lancedb_uri=str(uri), index_max_body_bytes=LIMIT))
-    async with app.router.lifespan_context(app):
-        index = IndexClient(
-            "http://index", transport=httpx.ASGITransport(app=app), policy=RetryPolicy(attempts=1)
-        )
-        try:
-            yield index
-        finally:
-            await index.aclose()
+def index_at(uri: Path) -> AbstractAsyncContextManager[IndexClient]:
+    """A fresh index app (its own state, no parts held) on the store at `uri`."""
+    return index_app(IndexSettings(lancedb_uri=str(uri), index_max_body_bytes=LIMIT))
 
 
 @pytest.fixture
 async def client(tmp_path: Path) -> AsyncIterator[IndexClient]:
-    async with index_app(tmp_path / "lancedb") as index:
+    async with index_at(tmp_path / "lancedb") as index:
         yield index
 
 
@@ -144,13 +132,13 @@ async def test_parts_a_restarted_index_lost_are_sent_again(tmp_path: Path) -> No
     document, chunks = big_document("survey.md", 300)
     vectors = unit_vectors(len(chunks), seed=12)
     async with AsyncExitStack() as stack:
-        running = index_app(uri)
+        running = index_at(uri)
         first = await running.__aenter__()
         await first.info()  # the store is open before the parts come
 
         async def restart() -> IndexClient:
             await running.__aexit__(None, None, None)  # stopped: the parts it held are gone
-            return await stack.enter_async_context(index_app(uri))
+            return await stack.enter_async_context(index_at(uri))
 
         port = RestartedBeforeTheLastRequest(first, restart)
         written = await IndexWrites(port).write(document, chunks, MODEL, DIM, vectors)  # type: ignore[arg-type]

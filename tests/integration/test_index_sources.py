@@ -7,30 +7,20 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-import httpx
 import pytest
 
 from libs.clients import IndexClient
 from libs.errors import InvalidInputError
-from libs.http import RetryPolicy
-from services.index.app import create_app
 from services.index.settings import IndexSettings
-from tests.index_helpers import upsert_request
+from tests.index_helpers import index_app, upsert_request
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
 async def client(tmp_path: Path) -> AsyncIterator[IndexClient]:
-    app = create_app(IndexSettings(lancedb_uri=str(tmp_path / "lancedb")))
-    async with app.router.lifespan_context(app):
-        index = IndexClient(
-            "http://index", transport=httpx.ASGITransport(app=app), policy=RetryPolicy(attempts=1)
-        )
-        try:
-            yield index
-        finally:
-            await index.aclose()
+    async with index_app(IndexSettings(lancedb_uri=str(tmp_path / "lancedb"))) as index:
+        yield index
 
 
 async def _all(client: IndexClient, library: str, prefix: str = "", limit: int = 2) -> list[str]:
