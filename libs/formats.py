@@ -90,15 +90,17 @@ CODE_EXTENSIONS = (
 # members these can be, with them). Where the chunks come out the same, the new version
 # takes the stored vectors (`services.gateway.embedding`): no embedding. 5: 0.8.9, web pages
 # and e-mail with an HTML body (menus a control opens left out), and ZIP archives (LaTeX,
-# Org, subtitle and saved web page members read, where they were skipped).
-CONVERTER_REVISION = 5
+# Org, subtitle and saved web page members read, where they were skipped). 6: 0.8.10, LaTeX
+# (the macros a file defines expanded), and ZIP archives, whose members LaTeX files can be.
+CONVERTER_REVISION = 6
 _REVISION_3 = (".md", ".txt", ".csv", ".tsv", *TEXT_EXTENSIONS)
 _REVISION_4 = (".xlsx", ".xls", *CODE_EXTENSIONS)
-_REVISION_5 = (".html", ".htm", ".eml", ".zip")
+_REVISION_5 = (".html", ".htm", ".eml")
+_REVISION_6 = (".tex", ".ltx", ".zip")
 CHANGED_AT: dict[str, int] = {
     "rtf": 2, "odt": 2, "ods": 2, "odp": 2,
     **{e.lstrip("."): 3 for e in _REVISION_3}, **{e.lstrip("."): 4 for e in _REVISION_4},
-    **{e.lstrip("."): 5 for e in _REVISION_5},
+    **{e.lstrip("."): 5 for e in _REVISION_5}, **{e.lstrip("."): 6 for e in _REVISION_6},
 }  # fmt: skip
 # What folder scans pick: every convertible format but source code.
 SCANNED_EXTENSIONS = KNOWN_EXTENSIONS - frozenset(UNAVAILABLE)

@@ -7,8 +7,11 @@ them), the title and authors, the abstract, sectioning commands as headings (`\\
 math as written. What goes: comments, the preamble, labels, spacing and page commands, and
 the markup around words (`\\emph{word}` reads `word`); links are Markdown links. Citations
 and cross-references keep their keys in brackets (`[smith2020]`), which is what a reader
-searching a paper by them types. This is a reader for finding text, not a LaTeX engine:
-macros the file defines itself, `\\input` files and tables' layout are not expanded.
+searching a paper by them types. Macros the file defines itself (`\\newcommand`,
+`\\renewcommand`, `\\providecommand`, `\\def` with plain parameters) are expanded, so a
+paper's `\\newcommand{\\sys}{FooNet}` reads FooNet wherever it writes `\\sys`. This is a
+reader for finding text, not a LaTeX engine: `\\input` files (indexed as files of their own)
+and tables' layout are not expanded, nor macros from packages.
 """
 
 from __future__ import annotations
@@ -16,6 +19,16 @@ from __future__ import annotations
 import re
 
 _COMMENT = re.compile(r"(?<!\\)%.*")
+# `\newcommand{\name}[2][default]{body}` (and re-, provide-, starred, braces optional).
+_NEWCOMMAND = re.compile(
+    r"\\(?:(?:re)?newcommand|providecommand)\*?\s*(?:\{\s*\\([A-Za-z]+)\s*\}|\\([A-Za-z]+))\s*"
+    r"(?:\[(\d)\])?\s*(?:\[([^\]]*)\])?\s*\{"
+)
+# `\def\name#1#2{body}`: plain parameters only (delimited ones are left alone).
+_DEF = re.compile(r"\\[egx]?def\s*\\([A-Za-z]+)\s*((?:#\d)*)\s*\{")
+# Expansion stops after this many passes (macros that use macros) or this much growth.
+_PASSES = 4
+_GROWTH = 4
 _BODY = re.compile(r"\\begin\{document\}(.*?)(?:\\end\{document\}|\Z)", re.DOTALL)
 _LEVELS = {
     "part": 1,
@@ -45,7 +58,7 @@ _DROP_WITH_ARGUMENT = re.compile(
 _DROP = re.compile(
     r"\\(?:maketitle|tableofcontents|listoffigures|listoftables|newpage|clearpage|"
     r"centering|noindent|medskip|bigskip|smallskip|hline|toprule|midrule|bottomrule|"
-    r"appendix|raggedright|footnotesize|small|large|Large|par)\b\*?"
+    r"appendix|raggedright|footnotesize|small|large|Large|par|xspace)\b\*?"
 )
 _ABSTRACT = re.compile(r"\\begin\{abstract\}")
 _ITEM = re.compile(r"\s*\\item\s*(?:\[([^\]]*)\])?\s*")
@@ -63,6 +76,7 @@ _LINE_BREAK = re.compile(r"\\\\(?:\[[^\]]*\])?")
 def latex_markdown(text: str, name: str) -> tuple[str, str]:
     """The Markdown of the LaTeX source `text`, and its `\\title` ('' when it has none)."""
     text = "\n".join(_COMMENT.sub("", line).rstrip() for line in text.splitlines())
+    text = _expanded(text)
     title = _clean(_argument_of(text, "title"))
     authors = _clean(_AND.sub(", ", _argument_of(text, "author")))
     body = _BODY.search(text)
@@ -87,6 +101,89 @@ def latex_markdown(text: str, name: str) -> tuple[str, str]:
         head.append(authors)
     markdown = "\n\n".join([*head, _BLANK_RUN.sub("\n\n", text).strip()])
     return markdown.strip(), title
+
+
+Macro = tuple[int, str | None, str]  # parameters, the first one's default, the body
+
+
+def _definitions(text: str) -> tuple[dict[str, Macro], str]:
+    """The macros `text` defines, and `text` without their definitions."""
+    macros: dict[str, Macro] = {}
+    spans: list[tuple[int, int]] = []
+    for pattern in (_NEWCOMMAND, _DEF):
+        for found in pattern.finditer(text):
+            body, end = _braced(text, found.end() - 1)
+            if pattern is _NEWCOMMAND:
+                name = found.group(1) or found.group(2)
+                count, default = int(found.group(3) or 0), found.group(4)
+            else:
+                name, count, default = found.group(1), found.group(2).count("#"), None
+            macros[name] = (count, default, body)
+            spans.append((found.start(), end))
+    for start, end in sorted(spans, reverse=True):
+        text = text[:start] + text[end:]
+    return macros, text
+
+
+def _expanded(text: str) -> str:
+    """`text` with the macros it defines expanded (module docstring), within `_PASSES`
+    passes and `_GROWTH` times its length, so that a recursive macro cannot run away."""
+    macros, text = _definitions(text)
+    if not macros:
+        return text
+    use = re.compile(r"\\(" + "|".join(sorted(macros, key=len, reverse=True)) + r")(?![A-Za-z])")
+    limit = _GROWTH * len(text) + 10_000
+    for _ in range(_PASSES):
+        parts: list[str] = []
+        position = 0
+        for found in use.finditer(text):
+            if found.start() < position:  # inside an argument just taken
+                continue
+            count, default, body = macros[found.group(1)]
+            arguments, end = _arguments(text, found.end(), count, default)
+            for k, argument in enumerate(arguments, start=1):
+                body = body.replace(f"#{k}", argument)
+            parts += [text[position : found.start()], body]
+            position = end
+        if not parts:
+            break
+        expanded = "".join([*parts, text[position:]])
+        if len(expanded) > limit:
+            break
+        text = expanded
+    return text
+
+
+def _arguments(text: str, at: int, count: int, default: str | None) -> tuple[list[str], int]:
+    """A macro's `count` arguments from `at` (a braced group or one character each; the
+    first in brackets, or `default`, when it has one), and where they end. A macro without
+    parameters also takes an empty `{}` after it (`\\sys{}`)."""
+    arguments: list[str] = []
+    position = at
+    if default is not None and count:
+        rest = text[position:].lstrip()
+        if rest.startswith("["):
+            start = len(text) - len(rest)
+            close = text.find("]", start)
+            if close > 0:
+                arguments.append(text[start + 1 : close])
+                position = close + 1
+        if not arguments:
+            arguments.append(default)
+    while len(arguments) < count:
+        while position < len(text) and text[position].isspace():
+            position += 1
+        if position >= len(text):
+            arguments.append("")
+        elif text[position] == "{":
+            argument, position = _braced(text, position)
+            arguments.append(argument)
+        else:
+            arguments.append(text[position])
+            position += 1
+    if not count and text.startswith("{}", position):
+        position += 2
+    return arguments, position
 
 
 def _headings(text: str) -> str:

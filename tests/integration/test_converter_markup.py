@@ -152,6 +152,37 @@ def test_a_latex_paper_reads_as_its_words_under_its_headings(
     assert ("Cold-Start Retrieval with Sparse Priors", "Acknowledgements") in paths
 
 
+MACROS = rb"""\documentclass{article}
+\newcommand{\sys}{FooNet}
+\newcommand*\eg{e.g.,\xspace}
+\def\etal{et al.}
+\newcommand{\norm}[1]{\lVert #1 \rVert}
+\newcommand{\tuned}[2][base]{#2 (#1 setting)}
+\providecommand{\full}{\sys{} with \norm{w}}
+\newcommand{\loop}{\loop\loop}
+\title{The \sys{} Retriever}
+\begin{document}
+\maketitle
+\section{Why \sys}
+We present \sys, a retriever. Prior work (Smith \etal) uses BM25, \eg Lucene.
+The weights \norm{x} and \norm y are bounded; \tuned{recall} and \tuned[large]{MRR}.
+In short: \full. Then \loop.
+\end{document}
+"""
+
+
+def test_a_papers_own_macros_are_expanded(converter: DocumentConverter) -> None:
+    document = converter.convert(MACROS, "macros.tex")
+    assert document.title == "The FooNet Retriever"
+    assert document.markdown == (
+        "# The FooNet Retriever\n\n## Why FooNet\n\n"
+        "We present FooNet, a retriever. Prior work (Smith et al.) uses BM25, e.g., Lucene.\n"
+        "The weights \\lVert x \\rVert and \\lVert y \\rVert are bounded; recall (base "
+        "setting) and MRR (large setting).\n"
+        "In short: FooNet with \\lVert w \\rVert. Then " + "\\loop" * 16 + "."
+    )
+
+
 def test_an_org_outline_becomes_markdown_headings(
     converter: DocumentConverter, chunker: Chunker
 ) -> None:

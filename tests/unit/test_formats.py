@@ -22,13 +22,16 @@ def test_a_document_is_stale_only_if_its_file_type_changed_since_it_was_made() -
     """Revision 1 (0.8.5) changed every type; revision 2 (0.8.6) RTF, OpenDocument and ZIP;
     revision 3 (0.8.7) text read as it is, delimited tables, source code and ZIP; revision 4
     (0.8.8) source code, Excel workbooks, web pages, e-mail and ZIP; revision 5 (0.8.9) web
-    pages, e-mail and ZIP."""
+    pages, e-mail and ZIP; revision 6 (0.8.10) LaTeX and ZIP."""
     newest = formats.CONVERTER_REVISION
     assert formats.is_current(1, "pdf") and formats.is_current(1, ".docx")
     assert not formats.is_current(1, "rtf") and not formats.is_current(1, "ODT")
     assert formats.is_current(2, "rtf") and formats.is_current(2, "docx")
     assert not formats.is_current(2, "zip") and not formats.is_current(4, "zip")
-    assert formats.is_current(5, "zip") and not formats.is_current(4, "HTML")
+    assert not formats.is_current(5, "zip") and not formats.is_current(4, "HTML")
+    assert formats.is_current(6, "zip") and formats.is_current(5, "html")
+    assert not formats.is_current(5, "tex") and not formats.is_current(5, "LTX")
+    assert formats.is_current(5, "org") and formats.is_current(5, "vtt")
     assert formats.is_current(4, "xlsx") and not formats.is_current(4, "eml")
     assert not formats.is_current(3, "xlsx") and not formats.is_current(3, "XLS")
     assert not formats.is_current(3, "html") and not formats.is_current(3, "eml")
