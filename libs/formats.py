@@ -105,6 +105,16 @@ CHANGED_AT: dict[str, int] = {
 # What folder scans pick: every convertible format but source code.
 SCANNED_EXTENSIONS = KNOWN_EXTENSIONS - frozenset(UNAVAILABLE)
 CONVERTIBLE_EXTENSIONS = SCANNED_EXTENSIONS | frozenset(CODE_EXTENSIONS)
+# A file named without an extension (README, LICENSE, NOTES, a Unix user's notes) is read as
+# plain text. Folder scans and the sync client take one whose first `SNIFF_BYTES` read as
+# text (`unnamed_text`), except build files and scripts (a `#!` line), which are source code
+# and taken only when an `include` pattern names them, as code is.
+SNIFF_BYTES = 4096
+BUILD_FILE_NAMES = frozenset(
+    {"Makefile", "makefile", "GNUmakefile", "Dockerfile", "Containerfile", "Jenkinsfile",
+     "Vagrantfile", "Gemfile", "Rakefile", "Procfile", "Brewfile", "Podfile", "Justfile",
+     "justfile", "Caddyfile", "Snakefile", "BUILD", "WORKSPACE", "CODEOWNERS"}
+)  # fmt: skip
 
 
 def extension_of(filename: str) -> str:
@@ -125,11 +135,29 @@ def is_scanned(filename: str) -> bool:
     return extension_of(filename) in SCANNED_EXTENSIONS
 
 
+def looks_like_text(head: bytes) -> bool:
+    """Whether a file's first bytes read as text in any ASCII-based encoding: some bytes,
+    no NUL, and at most 1 % control characters other than tab, line and page breaks and
+    escape (binary formats hold many; UTF-16 text, with its zeros, is not taken)."""
+    if not head or b"\x00" in head:
+        return False
+    controls = sum(head.count(bytes([c])) for c in range(32) if c not in (9, 10, 11, 12, 13, 27))
+    return controls * 100 <= len(head)
+
+
+def unnamed_text(name: str, head: bytes, *, code: bool) -> bool:
+    """Whether a scan takes the file `name`, which has no extension, from its first bytes
+    `head`: text, and with `code` False neither a build file nor a script."""
+    if extension_of(name) or name.startswith(".") or not looks_like_text(head):
+        return False
+    return code or (name not in BUILD_FILE_NAMES and not head.startswith(b"#!"))
+
+
 def check_convertible(name: str) -> None:
     """Refuse a file this build cannot convert, saying why and what to do instead. A file
     named without an extension (README, LICENSE, Makefile) is read as plain text when it is
     named (an upload, ingest_file); the converter refuses it if its bytes are binary. Folder
-    scans pass such files by (`is_scanned`)."""
+    scans take such files by their first bytes (`unnamed_text`)."""
     ext = extension_of(name)
     if ext in CONVERTIBLE_EXTENSIONS or not ext:
         return

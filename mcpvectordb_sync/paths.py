@@ -31,6 +31,17 @@ CODE_EXTENSIONS = frozenset(
      ".graphql", ".gql", ".tf", ".hcl", ".css", ".scss", ".less"}
 )  # fmt: skip
 
+# Files without an extension are taken when their first SNIFF_BYTES read as text, build
+# files and scripts only with an --include glob (libs.formats.unnamed_text; a test keeps the
+# two alike: this client runs standalone, without the server's packages).
+SNIFF_BYTES = 4096
+BUILD_FILE_NAMES = frozenset(
+    {"Makefile", "makefile", "GNUmakefile", "Dockerfile", "Containerfile", "Jenkinsfile",
+     "Vagrantfile", "Gemfile", "Rakefile", "Procfile", "Brewfile", "Podfile", "Justfile",
+     "justfile", "Caddyfile", "Snakefile", "BUILD", "WORKSPACE", "CODEOWNERS"}
+)  # fmt: skip
+_CONTROLS = bytes(c for c in range(32) if c not in (9, 10, 11, 12, 13, 27))
+
 MAX_PATH = 260  # the classic Windows limit a path must stay under without the \\?\ prefix
 
 
@@ -40,6 +51,17 @@ def is_supported(name: str) -> bool:
 
 def is_code(name: str) -> bool:
     return PurePath(name).suffix.lower() in CODE_EXTENSIONS
+
+
+def is_unnamed_text(name: str, head: bytes, *, code: bool) -> bool:
+    """Whether the file `name`, without an extension, is sent, from its first bytes: some,
+    no NUL, at most 1 % control characters, and with `code` False neither a build file nor a
+    script (a `#!` line)."""
+    if PurePath(name).suffix or name.startswith(".") or not head or b"\x00" in head:
+        return False
+    if sum(head.count(c) for c in (bytes([b]) for b in _CONTROLS)) * 100 > len(head):
+        return False
+    return code or (name not in BUILD_FILE_NAMES and not head.startswith(b"#!"))
 
 
 def clean_prefix(prefix: str) -> str:

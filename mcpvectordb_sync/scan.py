@@ -1,8 +1,10 @@
 """Walk the synced folder: which files to sync, under which source, and what could not be
 read.
 
-Only files with an extension the gateway converts are taken, source code only when an
-`--include` glob names it (`--include "*.py"`); `--include` globs (when given) must match and
+Files with an extension the gateway converts are taken, source code only when an
+`--include` glob names it (`--include "*.py"`), and files without an extension whose first
+bytes are text (README, LICENSE; build files and scripts only with `--include`);
+`--include` globs (when given) must match and
 `--exclude` globs must not, each matched case-insensitively against the path relative to the
 folder (`/`-separated) and against the base name. Office's lock files (`~$report.docx`) are
 never taken. Symbolic links and junctions to folders are not followed (a loop cannot run
@@ -19,9 +21,11 @@ from dataclasses import dataclass, field
 from pathlib import PurePath
 
 from mcpvectordb_sync.paths import (
+    SNIFF_BYTES,
     casefold_duplicates,
     is_code,
     is_supported,
+    is_unnamed_text,
     long_path,
     source_of,
 )
@@ -113,7 +117,11 @@ def scan(folder: str, prefix: str = "", filters: Filters | None = None) -> Scan:
                 if not entry.is_file():
                     continue
                 relative = "/".join(here)
-                if not (is_supported(entry.name) or (filters.include and is_code(entry.name))):
+                if not (
+                    is_supported(entry.name)
+                    or (filters.include and is_code(entry.name))
+                    or _unnamed_text(entry, path, code=bool(filters.include))
+                ):
                     result.ignored += 1
                     continue
                 if not filters.wants(relative):
@@ -130,6 +138,18 @@ def scan(folder: str, prefix: str = "", filters: Filters | None = None) -> Scan:
     result.unreadable.sort()
     result.duplicates = casefold_duplicates([f.source for f in result.files])
     return result
+
+
+def _unnamed_text(entry: os.DirEntry[str], path: str, *, code: bool) -> bool:
+    """A file without an extension whose first bytes are text (`is_unnamed_text`)."""
+    if PurePath(entry.name).suffix or entry.name.startswith("."):
+        return False
+    try:
+        with open(long_path(path, WINDOWS), "rb") as file:
+            head = file.read(SNIFF_BYTES)
+    except OSError:
+        return False
+    return is_unnamed_text(entry.name, head, code=code)
 
 
 def _is_link_to_folder(entry: os.DirEntry[str]) -> bool:

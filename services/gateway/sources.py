@@ -21,7 +21,14 @@ from libs.errors import (
     PathNotAllowedError,
     TooLargeError,
 )
-from libs.formats import is_convertible, is_known, is_scanned
+from libs.formats import (
+    SNIFF_BYTES,
+    extension_of,
+    is_convertible,
+    is_known,
+    is_scanned,
+    unnamed_text,
+)
 from services.gateway.globs import walk
 
 # Linux's limits; a longer path can only fail, and `stat` would fail with an OSError.
@@ -129,6 +136,16 @@ def scan_folder_root(folder: Path) -> None:
         raise FileAccessError(f"cannot look at {folder}: {exc.strerror or exc}") from exc
 
 
+def _head(path: Path) -> bytes:
+    """A file's first bytes, for `unnamed_text`; none when it cannot be read (the ingest of
+    an unreadable file would fail; it is left out as an unknown file is)."""
+    try:
+        with path.open("rb") as file:
+            return file.read(SNIFF_BYTES)
+    except OSError:
+        return b""
+
+
 def scan_folder(
     folder: Path,
     recursive: bool,
@@ -137,7 +154,8 @@ def scan_folder(
 ) -> FolderScan:
     """The convertible files below `folder` (hidden names skipped), the known formats this
     build cannot convert, and the subfolders that could not be read (blocking: run it in a
-    worker thread). Without `include`, every convertible format but source code is taken;
+    worker thread). Without `include`, every convertible format but source code is taken,
+    and files without an extension whose first bytes are text (`libs.formats.unnamed_text`);
     with it, the convertible files it matches, code included (`globs`). `exclude` leaves
     files and folders out."""
     scan_folder_root(folder)
@@ -161,6 +179,9 @@ def scan_folder(
             continue
         if is_convertible(entry.name) if include else is_scanned(entry.name):
             files.append(entry)
+        elif not extension_of(entry.name):
+            if unnamed_text(entry.name, _head(entry), code=bool(include)):
+                files.append(entry)
         elif is_known(entry.name):
             ignored.append(entry)
     files.sort()

@@ -143,3 +143,20 @@ def test_a_folder_scan_takes_include_and_exclude_patterns(tmp_path: Path) -> Non
     only_pdf = scan_folder(tmp_path, True, include=["reports/**", "*.png"])
     assert names(only_pdf) == ["reports/q3.pdf"]
     assert [p.name for p in only_pdf.ignored] == ["photo.png"]  # matched, but no OCR here
+
+
+def test_a_folder_scan_takes_text_files_without_an_extension(tmp_path: Path) -> None:
+    """README, LICENSE and notes without an extension are text documents; a program, an
+    empty file, a build file and a script are not taken unless `include` names them."""
+    (tmp_path / "README").write_text("Read me first.\n")
+    (tmp_path / "notes").write_bytes("Überlegungen zur Planung\r\n".encode("latin-1"))
+    (tmp_path / "program").write_bytes(b"\x7fELF\x02\x01\x01\x00\x00\x00" + bytes(64))
+    (tmp_path / "empty").write_bytes(b"")
+    (tmp_path / "Makefile").write_text("all:\n\tcc main.c\n")
+    (tmp_path / "deploy").write_text("#!/bin/sh\necho deploying\n")
+    (tmp_path / ".envrc").write_text("export A=1\n")
+    found = scan_folder(tmp_path, recursive=True)
+    assert sorted(p.name for p in found.files) == ["README", "notes"]
+    assert found.ignored == []  # unknown types are not reported as known ones are
+    named = scan_folder(tmp_path, True, include=["Makefile", "deploy", "program", "README"])
+    assert sorted(p.name for p in named.files) == ["Makefile", "README", "deploy"]

@@ -167,3 +167,38 @@ def test_source_code_is_synced_only_when_an_include_glob_names_it(tmp_path: Path
     assert scan(str(tmp_path)).ignored == 2
     wanted = scan(str(tmp_path), "", Filters(include=("*.py", "*.md")))
     assert [f.source for f in wanted.files] == ["notes.md", "tool/app.py"]
+
+
+UNNAMED = [
+    ("README", b"Read me first.\n"),
+    ("notes", "Überlegungen\r\n".encode("latin-1")),
+    ("LICENSE", "Copyright © 2026\n\fpage two".encode()),
+    ("program", b"\x7fELF\x02\x01\x01\x00" + bytes(32)),
+    ("noise", bytes(range(1, 32)) * 4),
+    ("empty", b""),
+    ("Makefile", b"all:\n\tcc main.c\n"),
+    ("deploy", b"#!/bin/sh\necho hi\n"),
+    (".envrc", b"export A=1\n"),
+    ("report.txt", b"has an extension"),
+]
+
+
+@pytest.mark.parametrize("code", [False, True])
+def test_the_client_takes_the_files_without_an_extension_the_gateway_takes(code: bool) -> None:
+    from mcpvectordb_sync import paths
+
+    assert paths.BUILD_FILE_NAMES == formats.BUILD_FILE_NAMES
+    assert paths.SNIFF_BYTES == formats.SNIFF_BYTES
+    for name, head in UNNAMED:
+        expected = formats.unnamed_text(name, head, code=code)
+        assert paths.is_unnamed_text(name, head, code=code) == expected, name
+    taken = {name for name, head in UNNAMED if formats.unnamed_text(name, head, code=code)}
+    assert taken == {"README", "notes", "LICENSE"} | ({"Makefile", "deploy"} if code else set())
+
+
+def test_scan_takes_text_files_without_an_extension(tmp_path: Path) -> None:
+    _tree(tmp_path, dict(UNNAMED))
+    found = scan(str(tmp_path))
+    assert [f.source for f in found.files] == ["LICENSE", "README", "notes", "report.txt"]
+    named = scan(str(tmp_path), "", Filters(include=("Makefile", "deploy", "program")))
+    assert [f.source for f in named.files] == ["Makefile", "deploy"]
