@@ -271,5 +271,7 @@ def info(state: StoreState) -> IndexInfo:
         chunks=chunks.count_rows() if chunks is not None else 0,
         role=state.settings.index_role,
         max_body_bytes=state.settings.index_max_body_bytes,
-        max_staged_bytes=0 if state.read_only else state.settings.index_staged_max_bytes,
+        # A reader says its own settings too: the gateway asks whichever index answers
+        # `info`, and readers run with the writer's configuration.
+        max_staged_bytes=state.settings.index_staged_max_bytes,
     )
