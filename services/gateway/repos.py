@@ -27,9 +27,10 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from libs.errors import FetchError, InvalidInputError, MvdbError, NotFoundError, TooLargeError
-from libs.formats import SCANNED_EXTENSIONS
+from libs.formats import SCANNED_EXTENSIONS, extension_of
 from services.gateway import globs
 from services.gateway.fetch import UrlPolicy
+from services.gateway.sources import is_unnamed_text
 
 DEFAULT_INCLUDE = tuple(sorted({f"*{ext}" for ext in SCANNED_EXTENSIONS} - {"*.zip"}))
 DEFAULT_EXCLUDE = (
@@ -252,13 +253,19 @@ class RepoFiles:
 def walk(
     root: Path, include: list[str] | None, exclude: list[str] | None, max_file_bytes: int
 ) -> RepoFiles:
-    """The files to ingest below `root`, sorted; symlinks and oversized files are ignored."""
-    includes = tuple(include) if include else DEFAULT_INCLUDE
+    """The files to ingest below `root`, sorted; symlinks and oversized files are ignored.
+    Without `include`, the documentation formats (`DEFAULT_INCLUDE`) and files without an
+    extension whose first bytes are text (README, LICENSE, NEWS; `formats.unnamed_text`)."""
     excludes = (*DEFAULT_EXCLUDE, *(exclude or ()))
     found = RepoFiles()
-    for path, full in globs.walk(root, includes, excludes):
+    for path, full in globs.walk(root, tuple(include) if include else None, excludes):
         info = os.lstat(full)
-        if not stat.S_ISREG(info.st_mode) or info.st_size > max_file_bytes:
+        regular = stat.S_ISREG(info.st_mode) and info.st_size <= max_file_bytes
+        if not include and not globs.matches(path, DEFAULT_INCLUDE):
+            if regular and not extension_of(full.name) and is_unnamed_text(full, code=False):
+                found.files.append(path)
+            continue
+        if not regular:
             found.ignored.append(path)
             continue
         found.files.append(path)

@@ -136,14 +136,16 @@ def scan_folder_root(folder: Path) -> None:
         raise FileAccessError(f"cannot look at {folder}: {exc.strerror or exc}") from exc
 
 
-def _head(path: Path) -> bytes:
-    """A file's first bytes, for `unnamed_text`; none when it cannot be read (the ingest of
-    an unreadable file would fail; it is left out as an unknown file is)."""
+def is_unnamed_text(path: Path, *, code: bool) -> bool:
+    """Whether a scan takes the file at `path`, which has no extension, by its first bytes
+    (`libs.formats.unnamed_text`); not when it cannot be read (it is left out as a file of
+    an unknown type is)."""
     try:
         with path.open("rb") as file:
-            return file.read(SNIFF_BYTES)
+            head = file.read(SNIFF_BYTES)
     except OSError:
-        return b""
+        return False
+    return unnamed_text(path.name, head, code=code)
 
 
 def scan_folder(
@@ -180,7 +182,7 @@ def scan_folder(
         if is_convertible(entry.name) if include else is_scanned(entry.name):
             files.append(entry)
         elif not extension_of(entry.name):
-            if unnamed_text(entry.name, _head(entry), code=bool(include)):
+            if is_unnamed_text(entry, code=bool(include)):
                 files.append(entry)
         elif is_known(entry.name):
             ignored.append(entry)

@@ -91,6 +91,9 @@ def test_walk_keeps_documentation_and_leaves_out_the_rest(tmp_path: Path) -> Non
         "package-lock.json": "{}",
         "docs/big.txt": "x" * 2000,
         ".git/config": "[core]",
+        "NEWS": "Version 2: faster.",  # a text file without an extension
+        "Makefile": "all:\n\tcc main.c",  # a build file: code
+        "bin/run": "#!/bin/sh\nexec main",  # a script: code
     }
     for name, text in files.items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
@@ -98,8 +101,10 @@ def test_walk_keeps_documentation_and_leaves_out_the_rest(tmp_path: Path) -> Non
     outside = tmp_path.parent / "secret.txt"
     outside.write_text("server secret")
     (tmp_path / "docs/link.txt").symlink_to(outside)
+    (tmp_path / "bin/tool").write_bytes(b"\x7fELF\x02\x01\x01\x00" + bytes(64))
+    (tmp_path / "LINK").symlink_to(outside)  # no extension, but a link: never followed
     found = walk(tmp_path, None, None, max_file_bytes=1000)
-    assert found.files == ["README.md", "docs/conf.yaml", "docs/guide.rst"]
+    assert found.files == ["NEWS", "README.md", "docs/conf.yaml", "docs/guide.rst"]
     assert sorted(found.ignored) == ["docs/big.txt", "docs/link.txt"]
     only = walk(tmp_path, ["docs/**"], ["*.yaml"], max_file_bytes=10_000)
     assert only.files == ["docs/big.txt", "docs/guide.rst"]
