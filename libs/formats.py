@@ -37,9 +37,13 @@ OFFICE_VARIANTS = {
 # LaTeX, Org mode, subtitles and transcripts, and web pages saved as one file: text formats
 # the converter reads itself.
 MARKUP_EXTENSIONS = (".tex", ".ltx", ".org", ".vtt", ".srt", ".mhtml", ".mht")
+# Tar archives, plain and compressed, and compressed files (`report.tar.gz`, `notes.txt.gz`):
+# their files converted as a ZIP archive's are.
+COMPRESSED_EXTENSIONS = (".gz", ".bz2", ".xz")
+ARCHIVE_EXTENSIONS = (".tar", ".tgz", ".tbz2", ".txz", *COMPRESSED_EXTENSIONS)
 EXTRA_EXTENSIONS = (
     ".epub", ".ipynb", ".tsv", ".msg", ".eml", *OFFICE_EXTENSIONS, *OFFICE_VARIANTS,
-    *TEXT_EXTENSIONS, *MARKUP_EXTENSIONS,
+    *TEXT_EXTENSIONS, *MARKUP_EXTENSIONS, *ARCHIVE_EXTENSIONS,
 )  # fmt: skip
 
 _OCR = (
@@ -131,8 +135,16 @@ def is_convertible(filename: str) -> bool:
 
 
 def is_scanned(filename: str) -> bool:
-    """A file a folder scan picks: convertible, and not source code."""
-    return extension_of(filename) in SCANNED_EXTENSIONS
+    """A file a folder scan picks: convertible, and not source code. A compressed file
+    (`.gz`, `.bz2`, `.xz`) only when what it holds is (`notes.txt.gz`, `site.tar.gz`): a
+    folder's rotated logs (`syslog.2.gz`), compressed data and archives are left out."""
+    ext = extension_of(filename)
+    if ext in COMPRESSED_EXTENSIONS:
+        inner = extension_of(PurePath(filename).stem)  # an archive inside is not opened
+        return inner == ".tar" or (
+            inner not in (".zip", *ARCHIVE_EXTENSIONS) and is_scanned(PurePath(filename).stem)
+        )
+    return ext in SCANNED_EXTENSIONS
 
 
 def looks_like_text(head: bytes) -> bool:

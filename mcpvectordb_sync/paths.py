@@ -17,8 +17,11 @@ SUPPORTED_EXTENSIONS = frozenset(
      ".rst", ".adoc", ".asciidoc", ".yaml", ".yml", ".toml", ".msg", ".eml", ".odt", ".ods",
      ".odp", ".fodt", ".fods", ".fodp", ".rtf", ".docm", ".dotx", ".dotm", ".xlsm", ".xltx",
      ".xltm", ".pptm", ".ppsx", ".ppsm", ".potx", ".potm", ".tex", ".ltx", ".org", ".vtt",
-     ".srt", ".mhtml", ".mht"}
+     ".srt", ".mhtml", ".mht", ".tar", ".tgz", ".tbz2", ".txz", ".gz", ".bz2", ".xz"}
 )  # fmt: skip
+# A compressed file is sent when what it holds is (notes.txt.gz, site.tar.gz; not syslog.2.gz).
+COMPRESSED_EXTENSIONS = frozenset({".gz", ".bz2", ".xz"})
+_ARCHIVES = frozenset({".zip", ".tar", ".tgz", ".tbz2", ".txz", *COMPRESSED_EXTENSIONS})
 # What the gateway converts and a scan takes (libs.formats.SCANNED_EXTENSIONS), and source
 # code, which it converts but a scan takes only when an `--include` glob names it
 # (libs.formats.CODE_EXTENSIONS; a test keeps both equal).
@@ -46,7 +49,12 @@ MAX_PATH = 260  # the classic Windows limit a path must stay under without the \
 
 
 def is_supported(name: str) -> bool:
-    return PurePath(name).suffix.lower() in SUPPORTED_EXTENSIONS
+    suffix = PurePath(name).suffix.lower()
+    if suffix in COMPRESSED_EXTENSIONS:
+        inner = PurePath(name).stem
+        kind = PurePath(inner).suffix.lower()  # an archive inside is not opened
+        return kind == ".tar" or (kind not in _ARCHIVES and is_supported(inner))
+    return suffix in SUPPORTED_EXTENSIONS
 
 
 def is_code(name: str) -> bool:

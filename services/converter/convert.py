@@ -1,9 +1,10 @@
 """Bytes plus a file name in, Markdown with a title, a file type and page spans out.
 
 PDFs are read page by page with pypdfium2 (`pdf`); Markdown and plain text are their own
-Markdown, decoded here and nothing more; ZIP archives, e-mail, OpenDocument, RTF, Word and
-PowerPoint 97-2003 files and Excel workbooks have readers of their own (`zipfiles`, `mail`,
-`opendocument`, `rtf`, `worddoc`, `powerpoint`, `workbook`); a web page's menus, site header
+Markdown, decoded here and nothing more; ZIP and tar archives, compressed files, e-mail,
+OpenDocument, RTF, Word and PowerPoint 97-2003 files and Excel workbooks have readers of their
+own (`zipfiles`, `tarballs`, `mail`, `opendocument`, `rtf`, `worddoc`, `powerpoint`,
+`workbook`); a web page's menus, site header
 and footer are left out first (`webpage`); everything else goes
 through one MarkItDown instance. Text formats are decoded here first (`charset`: a BOM,
 UTF-8, else detection) and the charset is handed to markitdown, so a Shift-JIS CSV converts
@@ -31,9 +32,9 @@ from markitdown import (
     UnsupportedFormatException,
 )
 
-from libs.errors import ConversionError, NoTextError, UnsupportedFormatError
+from libs.errors import ConversionError, NoTextError
 from libs.formats import OFFICE_VARIANTS
-from services.converter import ole
+from services.converter import ole, tarballs
 from services.converter.archive import ArchiveLimits, check_archive, is_zip
 from services.converter.charset import DEFAULT_LEGACY, MARKUP, read_text
 from services.converter.chunk import PageSpan, has_text
@@ -57,10 +58,11 @@ from services.converter.pdf import extract_pdf, sensible_title
 from services.converter.powerpoint import ppt_markdown
 from services.converter.rtf import rtf_markdown
 from services.converter.subtitles import subtitles_markdown
+from services.converter.tarballs import TARBALL_EXTENSIONS
 from services.converter.webpage import main_content
 from services.converter.worddoc import word_markdown
 from services.converter.workbook import xls_markdown, xlsx_markdown
-from services.converter.zipfiles import archive_markdown
+from services.converter.zipfiles import archive_markdown, archive_member, zip_members
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ufffe\uffff]")
 # Titles Word and friends apply as a paragraph style; mapping them to H1 gives the document
@@ -150,9 +152,12 @@ class DocumentConverter:
             document = self._pdf(data, name, file_type)
         else:
             zipped = is_zip(data)
-            if route is Route.ARCHIVE or zipped:
+            tarball = ext in TARBALL_EXTENSIONS
+            if (route is Route.ARCHIVE and not tarball) or zipped:
                 check_archive(data, name, self._limits, nested=route is Route.ARCHIVE)
-            if route is Route.ARCHIVE:
+            if tarball and not zipped:
+                document = self._tarball_document(data, name)
+            elif route is Route.ARCHIVE:
                 document = self._archive_document(data, name)
             elif ext in VERBATIM and not zipped:
                 document = self._verbatim_document(data, name, ext)
@@ -208,17 +213,23 @@ class DocumentConverter:
     def _archive_document(self, data: bytes, name: str) -> Document:
         """Each file of the archive converted as if ingested alone (`zipfiles`); source code
         is left out, as folder scans leave it out."""
-
-        def member(data: bytes, path: str) -> str:
-            if route_for(path) is Route.CODE:
-                raise UnsupportedFormatError(
-                    f"'{path}' is source code, which an archive's conversion leaves out as "
-                    "folder scans do; upload the file itself to index it"
-                )
-            return self.convert(data, path).markdown
-
-        markdown = archive_markdown(data, name, member)
+        markdown = archive_markdown(zip_members(data), name, archive_member(self._member))
         return Document(markdown, _file_stem(name), "zip", 0, [PageSpan(0, 0, len(markdown))])
+
+    def _tarball_document(self, data: bytes, name: str) -> Document:
+        """A tar archive's files as a ZIP archive's are (`tarballs`), or the one file a
+        `.gz`, `.bz2` or `.xz` holds, converted under its own name."""
+        expanded = tarballs.decompressed(data, name, self._limits)
+        single = tarballs.single_file(expanded, name)
+        if single is not None:
+            return self.convert(*single)
+        found = tarballs.members(expanded, name, self._limits)
+        member = tarballs.unnested(archive_member(self._member))
+        markdown = archive_markdown(found, name, member, "tar archive")
+        return Document(markdown, _file_stem(name), "tar", 0, [PageSpan(0, 0, len(markdown))])
+
+    def _member(self, data: bytes, path: str) -> str:
+        return self.convert(data, path).markdown
 
     def _mail_document(self, data: bytes, name: str) -> Document:
         """An e-mail message (`mail`); an HTML body converted as an .html file is."""

@@ -12,6 +12,7 @@ from enum import Enum
 
 from libs.errors import InvalidInputError, UnsupportedFormatError
 from libs.formats import (
+    ARCHIVE_EXTENSIONS,
     CODE_EXTENSIONS,
     MARKUP_EXTENSIONS,
     OFFICE_VARIANTS,
@@ -52,6 +53,8 @@ ROUTES: dict[str, Route] = {
     ".xml": Route.TEXT,
     ".ipynb": Route.TEXT,
     ".zip": Route.ARCHIVE,
+    # tar archives and compressed files (`tarballs`)
+    **{ext: Route.ARCHIVE for ext in ARCHIVE_EXTENSIONS},
     ".odt": Route.DOCUMENT,  # OpenDocument, read by `opendocument`
     ".ods": Route.SHEETS,
     ".odp": Route.SLIDES,

@@ -1,4 +1,5 @@
-"""A ZIP archive's files, each converted as it would be if ingested on its own.
+"""An archive's files, each converted as it would be if ingested on its own: a ZIP archive's
+here, a tar archive's from `tarballs`.
 
 markitdown's zip converter handed every member to whichever of its own converters took it:
 text in a legacy code page went through its charset guess (Windows-1252 read as Windows-1250,
@@ -16,34 +17,70 @@ from __future__ import annotations
 
 import io
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 
 from libs.errors import ConversionError, InvalidInputError, NoTextError, UnsupportedFormatError
+from services.converter.formats import Route, extension_of, route_for
+from services.converter.tarballs import TARBALL_EXTENSIONS
 
 # Why a member is left out; an archive without text names them in its refusal.
 _LEFT_OUT = (NoTextError, UnsupportedFormatError, InvalidInputError, ConversionError)
 _LISTED = 5  # members named in that refusal; the rest are counted
 
 
-def archive_markdown(data: bytes, name: str, convert: Callable[[bytes, str], str]) -> str:
-    """The Markdown of every member of the ZIP `data` that has text, converted by `convert`
-    (bytes and a member's path in, its Markdown out, or one of the errors above)."""
-    parts = [f"Content from the zip file `{name}`:"]
-    left_out: list[tuple[str, Exception]] = []
+def zip_members(data: bytes) -> Iterator[tuple[str, bytes]]:
+    """The files of the ZIP `data` (bounded by `archive.check_archive` first): path and bytes,
+    without folders and macOS resource forks."""
     with zipfile.ZipFile(io.BytesIO(data)) as archive:
         for info in archive.infolist():
-            path = info.filename
-            if info.is_dir() or _is_resource_fork(path):
-                continue
-            try:
-                markdown = convert(archive.read(info), path)
-            except _LEFT_OUT as exc:
-                left_out.append((path, exc))
-                continue
-            parts.append(f"## File: {path}\n\n{markdown}")
+            if not info.is_dir() and not _is_resource_fork(info.filename):
+                yield info.filename, archive.read(info)
+
+
+def archive_markdown(
+    members: Iterable[tuple[str, bytes]],
+    name: str,
+    convert: Callable[[bytes, str], str],
+    kind: str = "zip file",
+) -> str:
+    """The Markdown of every member (path and bytes) of the archive `name` that has text,
+    converted by `convert` (bytes and a member's path in, its Markdown out, or one of the
+    errors above); `kind` names the archive in the first line."""
+    parts = [f"Content from the {kind} `{name}`:"]
+    left_out: list[tuple[str, Exception]] = []
+    for path, data in members:
+        if _is_resource_fork(path):
+            continue
+        try:
+            markdown = convert(data, path)
+        except _LEFT_OUT as exc:
+            left_out.append((path, exc))
+            continue
+        parts.append(f"## File: {path}\n\n{markdown}")
     if len(parts) == 1:
         raise NoTextError(_nothing_in(name, left_out))
     return "\n\n".join(parts)
+
+
+def archive_member(convert: Callable[[bytes, str], str]) -> Callable[[bytes, str], str]:
+    """`convert` for an archive's files, each as on its own, except source code (left out as
+    folder scans leave it out) and a tar archive or compressed file (whose expansion
+    `archive.check_archive` could not bound: not opened)."""
+
+    def member(data: bytes, path: str) -> str:
+        if extension_of(path) in TARBALL_EXTENSIONS:
+            raise UnsupportedFormatError(
+                f"'{path}' is a tar archive or compressed file inside an archive, which is not "
+                "opened; unpack it and ingest its files"
+            )
+        if route_for(path) is Route.CODE:
+            raise UnsupportedFormatError(
+                f"'{path}' is source code, which an archive's conversion leaves out as "
+                "folder scans do; upload the file itself to index it"
+            )
+        return convert(data, path)
+
+    return member
 
 
 def _is_resource_fork(path: str) -> bool:

@@ -67,14 +67,27 @@ _CONTENT_TYPES = {
     "application/x-tex": ".tex",
     "multipart/related": ".mhtml",
     "application/x-mimearchive": ".mhtml",
+    "application/x-tar": ".tar",
+    "application/x-gtar": ".tar",
+    "application/gzip": ".gz",
+    "application/x-gzip": ".gz",
+    "application/x-bzip2": ".bz2",
+    "application/x-xz": ".xz",
 }
 _TEXT = frozenset({".html", ".txt", ".md", ".csv", ".tsv", ".json", ".xml", ".vtt", ".tex"})
 # Files a server sends under a broader content type whose name says how to read them: as
 # text/plain source code (GitHub's raw files), LaTeX, Org mode, subtitles and documentation
-# formats; as message/rfc822 (Python's and Apache's type for .mht) a saved web page.
+# formats; as message/rfc822 (Python's and Apache's type for .mht) a saved web page; a
+# compressed tar archive (.tgz) under its compression's content type.
 _NAMED_UNDER = {
     "text/plain": frozenset({*CODE_EXTENSIONS, *TEXT_EXTENSIONS, *MARKUP_EXTENSIONS}),
     "message/rfc822": frozenset({".mhtml", ".mht"}),
+    # A compressed tar archive under its compression's type, or a tar program's.
+    "application/gzip": frozenset({".tgz"}),
+    "application/x-gzip": frozenset({".tgz"}),
+    "application/x-bzip2": frozenset({".tbz2"}),
+    "application/x-xz": frozenset({".txz"}),
+    "application/x-gtar": frozenset({".tgz", ".tbz2", ".txz", ".gz", ".bz2", ".xz"}),
 }
 
 

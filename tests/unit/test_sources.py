@@ -88,6 +88,12 @@ def test_filenames_follow_content_type() -> None:
     assert _filename_for("https://x.org/page", "multipart/related") == "page.mhtml"
     assert _filename_for("https://x.org/saved.mht", "message/rfc822") == "saved.mht"
     assert _filename_for("https://x.org/mail", "message/rfc822") == "mail.eml"
+    # Tar archives and compressed files under the types servers give them.
+    assert _filename_for("https://x.org/site.tar.gz", "application/gzip") == "site.tar.gz"
+    assert _filename_for("https://x.org/site.tgz", "application/x-gzip") == "site.tgz"
+    assert _filename_for("https://x.org/src.txz", "application/x-gtar") == "src.txz"
+    assert _filename_for("https://x.org/dump", "application/x-tar") == "dump.tar"
+    assert _filename_for("https://x.org/log.txt.xz", "application/x-xz") == "log.txt.xz"
     with pytest.raises(FetchError, match="content type"):
         _filename_for("https://x.org/blob", "application/octet-stream")
 

@@ -202,3 +202,14 @@ def test_scan_takes_text_files_without_an_extension(tmp_path: Path) -> None:
     assert [f.source for f in found.files] == ["LICENSE", "README", "notes", "report.txt"]
     named = scan(str(tmp_path), "", Filters(include=("Makefile", "deploy", "program")))
     assert [f.source for f in named.files] == ["Makefile", "deploy"]
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["site.tar.gz", "notes.txt.gz", "rivers.CSV.xz", "a.tgz", "b.tbz2", "syslog.2.gz", "x.gz",
+     "data.zip.gz", "twice.gz.gz", "k.tbz2.xz", "plain.tar", "report.pdf.bz2"],
+)  # fmt: skip
+def test_the_client_sends_the_compressed_files_the_gateway_scans(name: str) -> None:
+    from mcpvectordb_sync.paths import is_supported
+
+    assert is_supported(name) == formats.is_scanned(name)
