@@ -326,6 +326,9 @@ INTENDED_DIFFERENCES = {
         "compose publishes on 127.0.0.1 only; k3s requires the tokens of the Secret"
     ),
     ("embedder", "embed_threads"): "k3s pins ONNX Runtime threads to the pod's CPU limit",
+    ("index", "index_staged_max_bytes"): (
+        "k3s holds fewer parts of large documents, under the index pod's 1Gi memory limit"
+    ),
 }
 
 
