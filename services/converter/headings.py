@@ -80,6 +80,25 @@ def iter_headings(markdown: str) -> Iterator[tuple[int, str]]:
             yield found
 
 
+def demoted(markdown: str, by: int) -> str:
+    """`markdown` with every heading outside fenced code `by` levels lower (at most level
+    6), setext headings written as ATX ones (their underline left as an empty line, so the
+    line count stays): what a document becomes under a heading of its own."""
+    lines = markdown.split("\n")
+    scanner = HeadingScanner()
+    for k in range(len(lines)):
+        found = scanner.heading(lines, k)
+        if found is None:
+            continue
+        level = min(6, found[0] + by)
+        atx = _ATX.match(lines[k])
+        if atx is not None:
+            lines[k] = "#" * level + lines[k][atx.end(1) :]
+        else:  # a setext heading: the text line, then its underline
+            lines[k], lines[k + 1] = "#" * level + " " + lines[k].strip(), ""
+    return "\n".join(lines)
+
+
 def first_heading(markdown: str, max_level: int = 1) -> str:
     for level, text in iter_headings(markdown):
         if level <= max_level:

@@ -10,7 +10,9 @@ the way an uploaded file goes (`DocumentConverter.convert`, after `archive` has 
 whole tree); directories, macOS resource forks and members this build cannot convert or that
 hold no text are left out, and an archive where no member has text is refused with
 `no_text_extracted`, saying what it held. The Markdown keeps markitdown's layout: a line naming
-the archive, then `## File: <path>` and the member's Markdown for each member with text.
+the archive, then `## File: <path>` and the member's Markdown for each member with text, its
+headings two levels lower (a member's `# Title` is `### Title`), so that each member's
+chunks have the heading path `File: <path> › Title › ...` and no other member's.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from collections.abc import Callable, Iterable, Iterator
 
 from libs.errors import ConversionError, InvalidInputError, NoTextError, UnsupportedFormatError
 from services.converter.formats import Route, extension_of, route_for
+from services.converter.headings import demoted
 from services.converter.tarballs import TARBALL_EXTENSIONS
 
 # Why a member is left out; an archive without text names them in its refusal.
@@ -56,7 +59,9 @@ def archive_markdown(
         except _LEFT_OUT as exc:
             left_out.append((path, exc))
             continue
-        parts.append(f"## File: {path}\n\n{markdown}")
+        # The file's own headings below its `## File:` one, so that one file's title is not
+        # in the heading path of the files after it.
+        parts.append(f"## File: {path}\n\n{demoted(markdown, 2)}")
     if len(parts) == 1:
         raise NoTextError(_nothing_in(name, left_out))
     return "\n\n".join(parts)

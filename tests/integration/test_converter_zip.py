@@ -76,3 +76,27 @@ def test_the_refusal_names_a_few_files_and_counts_the_rest(converter: DocumentCo
     assert "none of its 8 files has text" in message and "and 3 more" in message
     assert "scan-04.png" in message and "scan-05.png" not in message
     assert "needs OCR" in message  # the first file's own reason, with what to do
+
+
+def test_each_files_headings_stay_under_its_own_file(converter: DocumentConverter) -> None:
+    """A file's title is not in the heading path of the files after it: each file's headings
+    sit two levels below its `## File:` heading."""
+    from services.converter.chunk import Chunker
+
+    words = " ".join(["word"] * 60)  # each section a chunk of its own
+    archive = zip_bytes(
+        {
+            "a.md": f"# Otters\n\nOtters hold hands {words}.\n\n## Diet\n\nFish {words}.".encode(),
+            "b.md": f"Herons\n======\n\nHerons stand still {words}.".encode(),
+            "c.txt": f"Plain notes {words}.".encode(),
+        }
+    )
+    markdown = converter.convert(archive, "animals.zip").markdown
+    assert "## File: a.md\n\n### Otters\n\nOtters hold hands" in markdown
+    paths = {
+        chunk.text.split("\n")[-1].split(" word")[0]: tuple(chunk.headings)
+        for chunk in Chunker.bundled(80, 0).chunk(markdown)
+    }
+    assert paths["Otters hold hands"] == ("File: a.md", "Otters")
+    assert paths["Herons stand still"] == ("File: b.md", "Herons")
+    assert paths["Plain notes"] == ("File: c.txt",)  # was ("Herons", "File: c.txt")
