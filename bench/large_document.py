@@ -17,7 +17,6 @@ import argparse
 import asyncio
 import os
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from bench.cli import command_line, write_json
+from bench.perf_measure import MemorySampler, rss_mb
 from bench.scale import load_avg
 from bench.scale_s3 import spawn_index, wait_answering
 from libs.clients import IndexClient
@@ -35,13 +35,6 @@ from services.gateway.parts import IndexWrites
 MODEL, DIM = "sentence-transformers/all-MiniLM-L6-v2", 384
 ONE_REQUEST = 2**31 - 1
 WORDS = ["river", "otter", "survey", "data", "stone", "reach", "water", "bank", "heron", "salmon"]
-
-
-def _rss_mb(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) // 1024
-    return 0
 
 
 def document(n: int) -> tuple[NewDocument, list[Chunk], np.ndarray]:
@@ -93,22 +86,11 @@ async def write_once(n: int, limit: int, workdir: Path) -> dict[str, Any]:
         client = IndexClient(url)
         port_ = CountingIndex(client)
         await client.info()
-        before = peak = _rss_mb(process.pid)
-        done = threading.Event()
-
-        def watch() -> None:
-            nonlocal peak
-            while not done.is_set():
-                peak = max(peak, _rss_mb(process.pid))
-                time.sleep(0.02)
-
-        watcher = threading.Thread(target=watch)
-        watcher.start()
-        started = time.perf_counter()
-        written = await IndexWrites(port_).write(doc, chunks, MODEL, DIM, vectors)  # type: ignore[arg-type]
-        took = time.perf_counter() - started
-        done.set()
-        watcher.join()
+        before = rss_mb(process.pid)
+        with MemorySampler(lambda: {"index": process.pid}, interval_s=0.02) as memory:
+            started = time.perf_counter()
+            written = await IndexWrites(port_).write(doc, chunks, MODEL, DIM, vectors)  # type: ignore[arg-type]
+            took = time.perf_counter() - started
         await client.aclose()
     finally:
         process.terminate()
@@ -120,8 +102,8 @@ async def write_once(n: int, limit: int, workdir: Path) -> dict[str, Any]:
         "limit": "one request" if limit == ONE_REQUEST else limit,
         "requests": port_.requests,
         "write_s": round(took, 2),
-        "index_rss_before_mb": before,
-        "index_rss_peak_mb": peak,
+        "index_rss_before_mb": round(before),
+        "index_rss_peak_mb": round(memory.peaks.get("index", before)),
         "load": load_avg(),
     }
 

@@ -75,7 +75,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     with running(env) as cluster:
         folder = workdir / "prose"
         write_folder(folder, prose_documents(args.docs, 1500))
-        with MemorySampler(cluster) as memory:
+        with MemorySampler.of_cluster(cluster) as memory:
             seconds, body = ingest_folder(cluster, folder, "prose")
             chunks = sum(r["chunk_count"] for r in body["results"])
             report["ingest"] = {

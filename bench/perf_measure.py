@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,7 +35,8 @@ def _tree(pid: int) -> list[int]:
     return out
 
 
-def _rss_mb(pid: int) -> float:
+def rss_mb(pid: int) -> float:
+    """A process's resident memory in MB (0 when it is gone)."""
     try:
         text = Path(f"/proc/{pid}/status").read_text()
     except OSError:
@@ -45,12 +47,23 @@ def _rss_mb(pid: int) -> float:
     return 0.0
 
 
+SERVICES = ("converter", "embedder", "index", "gateway")
+
+
 @dataclass
 class MemorySampler:
-    cluster: LocalCluster
+    """Peak resident memory of named processes (each with its children), sampled every
+    `interval_s` while the block runs: `pids` says which, at each sample."""
+
+    pids: Callable[[], dict[str, int | None]]
+    interval_s: float = 0.25
     peaks: dict[str, float] = field(default_factory=dict)
     peak_total: float = 0.0
     _stop: threading.Event = field(default_factory=threading.Event)
+
+    @classmethod
+    def of_cluster(cls, cluster: LocalCluster) -> MemorySampler:
+        return cls(lambda: {name: cluster.pid(name) for name in SERVICES})
 
     def __enter__(self) -> MemorySampler:
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -64,15 +77,14 @@ class MemorySampler:
     def _run(self) -> None:
         while not self._stop.is_set():
             total = 0.0
-            for name in ("converter", "embedder", "index", "gateway"):
-                pid = self.cluster.pid(name)
+            for name, pid in self.pids().items():
                 if pid is None:
                     continue
-                rss = sum(_rss_mb(p) for p in _tree(pid))
+                rss = sum(rss_mb(p) for p in _tree(pid))
                 total += rss
                 self.peaks[name] = max(self.peaks.get(name, 0.0), rss)
             self.peak_total = max(self.peak_total, total)
-            self._stop.wait(0.25)
+            self._stop.wait(self.interval_s)
 
 
 def ingest_folder(

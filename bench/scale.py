@@ -204,7 +204,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         running({**local_env(large_var, LOG_LEVEL="WARNING"), **extra}) as large,
     ):
         clusters = {"small": small, "large": large}
-        with MemorySampler(large) as serving:
+        with MemorySampler.of_cluster(large) as serving:
             for name, cluster in clusters.items():
                 entry: dict[str, Any] = {"chunks": index_counts(cluster)["chunks"]}
                 entry.update(asyncio.run(mcp_latencies(cluster, queries, warmup)))
@@ -213,7 +213,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                 entry["vector_index"] = ann_recall(cluster, recall_queries)
                 report[name] = entry
                 print(name, json.dumps(entry), file=sys.stderr, flush=True)
-        with MemorySampler(large) as ingesting:
+        with MemorySampler.of_cluster(large) as ingesting:
             report["ingest"] = alternate_ingests(clusters, var, args.rounds, args.docs)
             report["ingest"]["load_avg"] = load_avg()
         report["large"]["memory_peak_mb"] = {
