@@ -41,6 +41,8 @@ MARKUP_EXTENSIONS = (".tex", ".ltx", ".org", ".vtt", ".srt", ".mhtml", ".mht")
 # their files converted as a ZIP archive's are.
 COMPRESSED_EXTENSIONS = (".gz", ".bz2", ".xz")
 ARCHIVE_EXTENSIONS = (".tar", ".tgz", ".tbz2", ".txz", *COMPRESSED_EXTENSIONS)
+# Every archive type. One inside a tar archive or a compressed file is not opened.
+ARCHIVES = frozenset({".zip", *ARCHIVE_EXTENSIONS})
 EXTRA_EXTENSIONS = (
     ".epub", ".ipynb", ".tsv", ".msg", ".eml", *OFFICE_EXTENSIONS, *OFFICE_VARIANTS,
     *TEXT_EXTENSIONS, *MARKUP_EXTENSIONS, *ARCHIVE_EXTENSIONS,
@@ -140,10 +142,9 @@ def is_scanned(filename: str) -> bool:
     folder's rotated logs (`syslog.2.gz`), compressed data and archives are left out."""
     ext = extension_of(filename)
     if ext in COMPRESSED_EXTENSIONS:
-        inner = extension_of(PurePath(filename).stem)  # an archive inside is not opened
-        return inner == ".tar" or (
-            inner not in (".zip", *ARCHIVE_EXTENSIONS) and is_scanned(PurePath(filename).stem)
-        )
+        stem = PurePath(filename).stem
+        inner = extension_of(stem)  # an archive inside is not opened
+        return inner == ".tar" or (inner not in ARCHIVES and is_scanned(stem))
     return ext in SCANNED_EXTENSIONS
 
 

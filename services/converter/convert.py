@@ -33,7 +33,7 @@ from markitdown import (
 )
 
 from libs.errors import ConversionError, NoTextError
-from libs.formats import OFFICE_VARIANTS
+from libs.formats import ARCHIVE_EXTENSIONS, OFFICE_VARIANTS
 from services.converter import ole, tarballs
 from services.converter.archive import ArchiveLimits, check_archive, is_zip
 from services.converter.charset import DEFAULT_LEGACY, MARKUP, read_text
@@ -58,7 +58,6 @@ from services.converter.pdf import extract_pdf, sensible_title
 from services.converter.powerpoint import ppt_markdown
 from services.converter.rtf import rtf_markdown
 from services.converter.subtitles import subtitles_markdown
-from services.converter.tarballs import TARBALL_EXTENSIONS
 from services.converter.webpage import main_content
 from services.converter.worddoc import word_markdown
 from services.converter.workbook import xls_markdown, xlsx_markdown
@@ -152,7 +151,7 @@ class DocumentConverter:
             document = self._pdf(data, name, file_type)
         else:
             zipped = is_zip(data)
-            tarball = ext in TARBALL_EXTENSIONS
+            tarball = ext in ARCHIVE_EXTENSIONS
             if (route is Route.ARCHIVE and not tarball) or zipped:
                 check_archive(data, name, self._limits, nested=route is Route.ARCHIVE)
             if tarball and not zipped:

@@ -23,15 +23,13 @@ import tarfile
 from collections.abc import Callable, Iterator
 
 from libs.errors import ConversionError, TooLargeError, UnsupportedFormatError
-from libs.formats import COMPRESSED_EXTENSIONS
+from libs.formats import ARCHIVES, COMPRESSED_EXTENSIONS
 from services.converter.archive import ArchiveLimits, is_zip
 from services.converter.formats import extension_of
 
 _COMPRESSION = {
     ".gz": "gzip", ".tgz": "gzip", ".bz2": "bzip2", ".tbz2": "bzip2", ".xz": "xz", ".txz": "xz",
 }  # fmt: skip
-TARBALL_EXTENSIONS = frozenset({".tar", *_COMPRESSION})
-_NESTED = ".zip", *TARBALL_EXTENSIONS
 
 
 def is_tar(data: bytes) -> bool:
@@ -121,7 +119,7 @@ def unnested(convert: Callable[[bytes, str], str]) -> Callable[[bytes, str], str
 
 def nested_archive(path: str, data: bytes) -> UnsupportedFormatError | None:
     """Why a member of a tar archive is left out when it is an archive itself."""
-    if extension_of(path) in _NESTED or is_zip(data) or is_tar(data):
+    if extension_of(path) in ARCHIVES or is_zip(data) or is_tar(data):
         return UnsupportedFormatError(
             f"'{path}' is an archive inside a tar archive, which is not opened; unpack it and "
             "ingest its files"

@@ -22,9 +22,9 @@ import zipfile
 from collections.abc import Callable, Iterable, Iterator
 
 from libs.errors import ConversionError, InvalidInputError, NoTextError, UnsupportedFormatError
+from libs.formats import ARCHIVE_EXTENSIONS
 from services.converter.formats import Route, extension_of, route_for
 from services.converter.headings import demoted
-from services.converter.tarballs import TARBALL_EXTENSIONS
 
 # Why a member is left out; an archive without text names them in its refusal.
 _LEFT_OUT = (NoTextError, UnsupportedFormatError, InvalidInputError, ConversionError)
@@ -73,7 +73,7 @@ def archive_member(convert: Callable[[bytes, str], str]) -> Callable[[bytes, str
     `archive.check_archive` could not bound: not opened)."""
 
     def member(data: bytes, path: str) -> str:
-        if extension_of(path) in TARBALL_EXTENSIONS:
+        if extension_of(path) in ARCHIVE_EXTENSIONS:
             raise UnsupportedFormatError(
                 f"'{path}' is a tar archive or compressed file inside an archive, which is not "
                 "opened; unpack it and ingest its files"

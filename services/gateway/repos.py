@@ -27,15 +27,13 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from libs.errors import FetchError, InvalidInputError, MvdbError, NotFoundError, TooLargeError
-from libs.formats import ARCHIVE_EXTENSIONS, SCANNED_EXTENSIONS, extension_of
+from libs.formats import ARCHIVES, SCANNED_EXTENSIONS, extension_of
 from services.gateway import globs
 from services.gateway.fetch import UrlPolicy
 from services.gateway.sources import is_unnamed_text
 
 # Documentation formats; not archives, which a repository holds as build inputs and outputs.
-DEFAULT_INCLUDE = tuple(
-    sorted({f"*{ext}" for ext in SCANNED_EXTENSIONS - {".zip", *ARCHIVE_EXTENSIONS}})
-)
+DEFAULT_INCLUDE = tuple(sorted({f"*{ext}" for ext in SCANNED_EXTENSIONS - ARCHIVES}))
 DEFAULT_EXCLUDE = (
     ".git/",
     "node_modules/",
