@@ -51,6 +51,7 @@ from services.converter.headings import first_heading, front_matter_title
 from services.converter.latex import latex_markdown
 from services.converter.mail import mail_markdown
 from services.converter.mhtml import page_html
+from services.converter.ooxml import core_title
 from services.converter.opendocument import opendocument_markdown
 from services.converter.orgmode import org_markdown
 from services.converter.pages import joined_pages, page_spans
@@ -60,6 +61,7 @@ from services.converter.rtf import rtf_markdown
 from services.converter.subtitles import subtitles_markdown
 from services.converter.webpage import main_content
 from services.converter.worddoc import word_markdown
+from services.converter.worddocx import tidy_notes, visible_docx
 from services.converter.workbook import xls_markdown, xlsx_markdown
 from services.converter.zipfiles import archive_markdown, archive_member, zip_members
 
@@ -104,6 +106,7 @@ _SAVED_PAGES = (".mhtml", ".mht")  # a web page and its images in one MIME file 
 # tab-separated text, which many web applications export as "Word" or "Excel" files.
 _ZIPPED = {".doc": ".docx", ".ppt": ".pptx", ".xls": ".xlsx"}
 _WEB_PAGES = (".html", ".htm")
+_PACKAGES = (".docx", ".pptx")  # read by markitdown, which leaves their titles (`ooxml`)
 _WEB_PAGE = re.compile(rb"^\s*(?:<!doctype html|<html|<head|<meta|<table)", re.IGNORECASE)
 
 
@@ -300,7 +303,9 @@ class DocumentConverter:
             # A web page without its menus, site header and footer (`webpage`), decoded once.
             data, charset = (main_content(text) if ext in _WEB_PAGES else text).encode(), "utf-8"
         info = StreamInfo(extension=".csv" if as_csv else ext, filename=name, charset=charset)
-        extra = {"style_map": _DOCX_STYLE_MAP} if ext == ".docx" else {}
+        extra: dict[str, str] = {}
+        if ext == ".docx":  # what its reader sees (`worddocx`)
+            data, extra = visible_docx(data), {"style_map": _DOCX_STYLE_MAP}
         try:
             result = self._markitdown.convert_stream(io.BytesIO(data), stream_info=info, **extra)
         except MissingDependencyException as exc:
@@ -321,7 +326,9 @@ class DocumentConverter:
             ) from exc
         except (UnicodeDecodeError, LookupError) as exc:
             raise _undecodable(name, exc) from exc
-        return self._document(result.markdown, result.title, name, ext, route)
+        title = result.title or (core_title(data) if ext in _PACKAGES else None)
+        markdown = tidy_notes(result.markdown) if ext == ".docx" else result.markdown
+        return self._document(markdown, title, name, ext, route)
 
     def _document(
         self, markdown: str, found_title: str | None, name: str, ext: str, route: Route

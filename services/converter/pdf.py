@@ -45,6 +45,9 @@ _DIAERESIS_AFTER = re.compile(r"([AEIOUYaeiouy])\u00a8")
 _SENSELESS_TITLE = re.compile(
     r"^(\(?anonymous\)?|untitled|no title|title|document\d*|slide \d+"
     r"|microsoft (word|powerpoint) - .*)$"
+    # PowerPoint's stand-in in its languages: "PowerPoint Presentation", "PowerPoint-Präsentation",
+    # "Présentation PowerPoint", "Presentación de PowerPoint", ...
+    r"|^(?=.*power ?point)(?=.*(pr[eéä][sz]ent|apresenta|prezenta)).{0,60}$"
     r"|\.(docx?|pptx?|xlsx?|pdf|tex|dvi|rtf|odt|indd|qxd)$",
     re.IGNORECASE,
 )

@@ -12,8 +12,8 @@
   text boxes as paragraphs after the body;
 - the title from the summary information (in the code page it names).
 
-Headers, footers, comments, pictures and drawings are left out. Character formatting is not
-read, so text hidden or deleted with tracked changes is kept. A `.doc` that is really RTF
+Headers, footers, comments, pictures and drawings are left out, and so is text formatted
+hidden or deleted with tracked changes (`wordbinary`). A `.doc` that is really RTF
 (WordPad) is read as RTF; a password-protected file, the Word 6/95 format and a damaged file
 are refused with what to do instead.
 """

@@ -77,7 +77,9 @@ def test_a_text_document_in_either_format(converter: DocumentConverter, name: st
     assert document.page_count == 0
 
 
-@pytest.mark.parametrize("name", ["report.odt", "report.fodt", "report.rtf", "report.doc"])
+@pytest.mark.parametrize(
+    "name", ["report.odt", "report.fodt", "report.rtf", "report.doc", "report.docx"]
+)
 def test_footnotes_text_boxes_and_what_is_left_out(converter: DocumentConverter, name: str) -> None:
     document = convert(converter, name)
     markdown = document.markdown
@@ -92,7 +94,9 @@ def test_footnotes_text_boxes_and_what_is_left_out(converter: DocumentConverter,
     assert "Check this number" not in markdown
 
 
-@pytest.mark.parametrize("name", ["revisions.odt", "revisions.rtf", "revisions.doc"])
+@pytest.mark.parametrize(
+    "name", ["revisions.odt", "revisions.rtf", "revisions.doc", "revisions.docx"]
+)
 def test_tracked_deletions_and_hidden_text_are_not_the_text(
     converter: DocumentConverter, name: str
 ) -> None:

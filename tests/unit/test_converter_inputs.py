@@ -164,6 +164,10 @@ def test_a_pdfium_hyphen_is_a_hyphen_on_a_line_and_nothing_at_a_line_break() -> 
         ("Microsoft Word - draft.docx", ""),
         ("untitled", ""),
         ("1234", ""),
+        ("PowerPoint Presentation", ""),
+        ("PowerPoint-Präsentation", ""),  # the shared Präsentation.pptx was saved with it
+        ("Présentation PowerPoint", ""),
+        ("PowerPoint for teachers: rules of thumb", "PowerPoint for teachers: rules of thumb"),
     ],
 )
 def test_metadata_titles_are_used_only_when_sensible(raw: str, title: str) -> None:
