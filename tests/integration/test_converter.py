@@ -234,6 +234,35 @@ async def test_pdf_chunks_carry_their_real_page(client: httpx.AsyncClient) -> No
     assert len(result["markdown"]) > 100_000
 
 
+async def test_a_pdfs_bookmarks_are_its_headings(client: httpx.AsyncClient) -> None:
+    """The outline's sections become headings where their titles stand on their pages, so
+    a chunk's heading path says where in the report it is; the cover, the running header
+    and the table of contents, which repeat the titles elsewhere, stay text."""
+    result = (await _convert_file(client, "nist/NIST.SP.800-207-ZeroTrustArchitecture.pdf")).json()
+    markdown = result["markdown"]
+    headings = [line for line in markdown.splitlines() if line.startswith("#")]
+    assert len(headings) == 68  # of 69 bookmarks: the cover's title is not one line there
+    assert headings[:3] == [
+        "# 1 Introduction",
+        "## 1.1 History of Zero Trust Efforts Related to Federal Agencies",
+        "## 1.2 Structure of This Document",
+    ]
+    assert "### 3.1.1 ZTA Using Enhanced Identity Governance" in headings
+    assert "# Appendix A—Acronyms" in headings
+    phrase = "the inputs can be broken into categories"
+    trust = next(c for c in result["chunks"] if phrase in " ".join(c["text"].split()))
+    assert trust["headings"][:2] == [
+        "3 Logical Components of Zero Trust Architecture",
+        "3.3 Trust Algorithm",
+    ]
+    contents = [c for c in result["chunks"] if c["page"] == 7]  # the table of contents
+    assert all(c["headings"] == [] for c in contents)
+    assert any("2.1 Tenets of Zero Trust" in c["text"] for c in contents)
+    # A title the page draws apart from its label ("Appendix B— Acronyms" over "Acronyms").
+    ssdf = (await _convert_file(client, "nist/NIST.SP.800-218.pdf")).json()["markdown"]
+    assert "\n# Acronyms\n" in ssdf and "\n## Protect Software (PS)\n" in ssdf
+
+
 async def test_umlauts_from_latex_pdfs_are_folded(client: httpx.AsyncClient) -> None:
     latex = "yaos-prinzip/Online-Optimierung als Zwei-Personen-Nullsummenspiel und Yaos Prinzip.pdf"
     result = (await _convert_file(client, latex)).json()

@@ -1,0 +1,69 @@
+"""A PDF's bookmarks as headings (`services.converter.pdfoutline`): where a title is on its
+page it becomes a heading at its outline depth; where it is not, nothing is guessed."""
+
+from __future__ import annotations
+
+from services.converter.pdfoutline import Bookmark, with_headings
+
+RUNNING = "ACME ANNUAL REPORT 2026\n3"
+
+
+def test_titles_on_their_pages_become_headings_at_their_depth() -> None:
+    pages = [
+        f"{RUNNING}\nContents\n1 Overview ..... 2\n1.1 Scope ..... 2",
+        f"{RUNNING}\n1  OVERVIEW\nWe grew.\n1.1 Scope:\nAll units.",
+        f"{RUNNING}\nfigures",
+    ]
+    marks = [Bookmark(0, "1 Overview", 1), Bookmark(1, "1.1 Scope", 1)]
+    assert with_headings(pages, marks) == [
+        pages[0],  # the table of contents lists the titles on another page
+        f"{RUNNING}\n# 1  OVERVIEW\nWe grew.\n## 1.1 Scope:\nAll units.",
+        pages[2],
+    ]
+
+
+def test_a_wrapped_title_becomes_one_heading_line() -> None:
+    pages = ["Intro text\nEmerging Standards that Address\nOverreliance on Proprietary APIs\nBody"]
+    marks = [
+        Bookmark(2, "B.3.4 Emerging Standards that Address Overreliance on Proprietary APIs", 0)
+    ]
+    assert with_headings(pages, marks) == pages  # the number is on the page or not at all
+    marks = [Bookmark(2, "Emerging Standards that Address Overreliance on Proprietary APIs", 0)]
+    assert with_headings(pages, marks) == [
+        "Intro text\n### Emerging Standards that Address Overreliance on Proprietary APIs\nBody"
+    ]
+
+
+def test_a_label_the_page_draws_apart_and_a_bookmark_one_page_early() -> None:
+    pages = ["end of chapter 1", "Acronyms\nAPI Application programming interface"]
+    marks = [Bookmark(0, "Appendix B— Acronyms", 0)]  # points at the page before
+    assert with_headings(pages, marks)[1] == "# Acronyms\nAPI Application programming interface"
+
+
+def test_each_bookmark_is_looked_for_below_the_one_before() -> None:
+    """The second "Results" heading is the one under "Method B", not the first again."""
+    page = "Method A\nResults\nfast\nMethod B\nResults\nslow"
+    marks = [
+        Bookmark(0, "Method A", 0),
+        Bookmark(1, "Results", 0),
+        Bookmark(0, "Method B", 0),
+        Bookmark(1, "Results", 0),
+    ]
+    assert with_headings([page], marks) == [
+        "# Method A\n## Results\nfast\n# Method B\n## Results\nslow"
+    ]
+
+
+def test_titles_not_on_the_page_are_passed_over() -> None:
+    pages = ["A slide\nSection one Section two Section three\nbody", "last"]
+    marks = [
+        Bookmark(0, "Section two", 0),  # inside a navigation bar, not a line of its own
+        Bookmark(0, "Nowhere", 1),
+        Bookmark(0, "   ", 0),
+        Bookmark(9, "body", 0),  # deeper than Markdown goes: level 6
+    ]
+    assert with_headings(pages, marks) == [
+        "A slide\nSection one Section two Section three\n###### body",
+        "last",
+    ]
+    assert with_headings([], []) == []
