@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import pypdfium2 as pdfium
 
 from libs.errors import ConversionError, NoTextError
-from services.converter.pdfoutline import outline, with_headings
+from services.converter.pdfoutline import outline, with_headings, without_contents
 
 # Spacing accent glyph -> the combining mark it stands for.
 _SPACING_ACCENTS = {
@@ -79,7 +79,7 @@ def extract_pdf(data: bytes, name: str) -> PdfText:
         ) from exc
     try:
         pages = [_page_text(document, index) for index in range(len(document))]
-        pages = with_headings(pages, outline(document))
+        pages = with_headings(without_contents(pages), outline(document))
         title = _metadata_title(document)
     except pdfium.PdfiumError as exc:
         raise ConversionError(f"'{name}' is a damaged PDF: reading it failed ({exc})") from exc

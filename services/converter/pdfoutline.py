@@ -1,4 +1,5 @@
-"""A PDF's bookmarks (its outline) as the Markdown headings of its text.
+"""A PDF's outline: its bookmarks as the Markdown headings of its text, and its printed table
+of contents left out.
 
 A PDF's text layer has no headings: every chunk of a 60-page report had an empty heading
 path and was cut wherever the token window ended. Most reports, standards and papers carry
@@ -11,6 +12,12 @@ whose title is not on its page (or the next: some point at the end of the page b
 passed over rather than guessed, so a running header, the table of contents or a slide's
 navigation bar never becomes a heading. Bookmarks are read in order, each looked for below
 the one before on the same page.
+
+The printed table of contents (and list of figures or tables) repeats the section titles
+with dot leaders and page numbers ("3.3 Trust Algorithm ........ 17"); its chunks matched
+every query about a section as well as the section did, and ranked above it. A run of at
+least three such lines, a line or two of a wrapped entry between them, is left out, with
+or without bookmarks (the other readers leave a document's table of contents out too).
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from dataclasses import dataclass
+from itertools import pairwise
 
 import pypdfium2 as pdfium
 
@@ -28,6 +36,12 @@ _LABEL = re.compile(
     r"(appendix|annex|chapter|part|anhang|annexe|kapitel|teil)\s+[\w.]{1,6}\s*[—–:.-]\s*",
     re.IGNORECASE,
 )
+
+
+# A contents entry: its title, dot leaders (". . ." too), its page number (roman in front matter).
+_ENTRY = re.compile(r"(?:\.\s?){4,}\s*(\d{1,4}|[ivxlcdm]{1,7})\s*$", re.IGNORECASE)
+_MIN_ENTRIES = 3  # lines of dot leaders that make a table of contents
+_WRAPPED = 2  # lines of one entry before its dot leaders
 
 
 @dataclass(frozen=True)
@@ -98,3 +112,55 @@ def _find(lines: list[str], start: int, key: str) -> tuple[int, int] | None:
             if not key.startswith(joined) or not joined:
                 break
     return None
+
+
+def without_contents(pages: list[str]) -> list[str]:
+    """`pages` without the runs of table-of-contents entries they print."""
+    return [_without_contents(page, len(pages)) if "...." in page else page for page in pages]
+
+
+def _without_contents(page: str, page_count: int) -> str:
+    lines = page.split("\n")
+    numbers = {k: _page_number(line) for k, line in enumerate(lines)}
+    entries = [k for k, number in numbers.items() if number is not None]
+    drop: set[int] = set()
+    run: list[int] = []
+    for k in [*entries, None]:
+        if k is not None and run and k - run[-1] <= _WRAPPED + 1:
+            run.append(k)
+            continue
+        if len(run) >= _MIN_ENTRIES and _counts_pages([numbers[i] or 0 for i in run], page_count):
+            # Numbered lines just before and after go too (an entry wrapped above its leaders,
+            # one continued on the next page, one without leaders), as those between.
+            first, last = run[0], run[-1]
+            while first > 0 and run[0] - first < _WRAPPED and _numbered(lines[first - 1]):
+                first -= 1
+            while (
+                last + 1 < len(lines) and last - run[-1] < _WRAPPED and _numbered(lines[last + 1])
+            ):
+                last += 1
+            drop.update(range(first, last + 1))
+        run = [k] if k is not None else []
+    return "\n".join(line for k, line in enumerate(lines) if k not in drop) if drop else page
+
+
+def _counts_pages(numbers: list[int], page_count: int) -> bool:
+    """Whether entries' numbers are page numbers: within the document, counting up (a list
+    of figures or tables after the sections starts again, once or twice), where a price
+    list or a form with dot leaders goes up and down, or past the last page."""
+    descents = sum(1 for a, b in pairwise(numbers) if b < a)
+    return max(numbers) <= page_count and descents * 4 <= len(numbers)
+
+
+def _page_number(line: str) -> int | None:
+    """The page number a contents entry ends with (0 for a roman one), or None."""
+    match = _ENTRY.search(line)
+    if match is None:
+        return None
+    number = match.group(1)
+    return int(number) if number.isdigit() else 0
+
+
+def _numbered(line: str) -> bool:
+    """A line that starts with a section number (`3.1 `, `B.2.1 `), as contents entries do."""
+    return bool(re.match(r"\s*(?:[A-Z]\.)?\d+(?:\.\d+)*\s+\S", line))

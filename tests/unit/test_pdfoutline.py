@@ -3,7 +3,7 @@ page it becomes a heading at its outline depth; where it is not, nothing is gues
 
 from __future__ import annotations
 
-from services.converter.pdfoutline import Bookmark, with_headings
+from services.converter.pdfoutline import Bookmark, with_headings, without_contents
 
 RUNNING = "ACME ANNUAL REPORT 2026\n3"
 
@@ -67,3 +67,33 @@ def test_titles_not_on_the_page_are_passed_over() -> None:
         "last",
     ]
     assert with_headings([], []) == []
+
+
+CONTENTS = """REPORT 2026
+Table of Contents
+Executive Summary ............................ iv
+1 Introduction ............................... 1
+1.1 Scope of the Review and the Questions It
+Answers ....................................... 2
+2 Findings . . . . . . . . . . . . . . . . . . . 5
+List of Figures
+Figure 1: Sites .............................. 3
+Figure 2: Counts ............................. 6
+Figure 3: Trends ............................. 7
+3.1 A section continued on the next page of the"""
+
+
+def test_a_printed_table_of_contents_is_left_out() -> None:
+    """Dot leaders (dotted with spaces too), roman and arabic page numbers, an entry wrapped
+    over two lines, a list of figures starting the count again, an entry cut by the page."""
+    pages = [CONTENTS, *["text"] * 9]
+    assert without_contents(pages)[0] == "REPORT 2026\nTable of Contents"
+    assert without_contents(pages)[1:] == pages[1:]
+
+
+def test_dot_leaders_that_are_not_page_numbers_stay() -> None:
+    menu = "Espresso ........ 3\nTea ........ 2\nCake ........ 4\nJuice ........ 3"
+    form = "Name ........ 12\nStreet ........ 40\nTown ........ 75"  # past the last page
+    one = "See the annex ........ 4\nand more text"
+    pages = [menu, form, one, *["text"] * 7]
+    assert without_contents(pages) == pages
