@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed-stamp
 UV_VERSION := 0.13.9
 
 .DEFAULT_GOAL := help
-.PHONY: help install lock ts-client oauth-harness sync-client fmt lint typecheck test test-unit test-integration test-e2e up down status logs bench bench-quality bench-perf bench-load bench-interference bench-scale bench-scale-s3 bench-large-document bench-ingest bench-chunking clean
+.PHONY: help install lock ts-client oauth-harness sync-client fmt lint typecheck test test-unit test-integration test-e2e up down status logs bench bench-quality bench-perf bench-load bench-interference bench-scale bench-scale-s3 bench-large-document bench-pdf-sections bench-ingest bench-chunking clean
 
 help: ## List the targets
 	@grep -hE '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'

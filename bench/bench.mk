@@ -28,3 +28,6 @@ bench-chunking: install ## Retrieval quality (SciFact) and tokens embedded per c
 
 bench-large-document: install ## One very large document's write to an index process, in parts and in one request: seconds, requests, index memory (LARGE_DOC_ARGS="--chunks 20000,40000")
 	$(PY) -m bench.large_document $(LARGE_DOC_ARGS)
+
+bench-pdf-sections: install ## PDF sections as queries: how often the top hit is in the section, or the printed table of contents (PDF_SECTIONS_ARGS="--json var/bench/pdf_sections.json")
+	$(PY) -m bench.pdf_sections $(PDF_SECTIONS_ARGS)
