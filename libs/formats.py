@@ -98,7 +98,7 @@ CODE_EXTENSIONS = (
 # and e-mail with an HTML body (menus a control opens left out), and ZIP archives (LaTeX,
 # Org, subtitle and saved web page members read, where they were skipped). 6: 0.8.10, LaTeX
 # (the macros a file defines expanded), and ZIP archives, whose members LaTeX files can be.
-# 7: 0.8.11, PDF (bookmarks as headings, the table of contents left out), Word and
+# 7: 0.8.11, PDF (bookmarks as headings; contents, running lines left out), Word and
 # PowerPoint files (Office Open XML: Word's hidden text and table of contents left out, its
 # notes as Markdown footnotes; the title they were saved with read), a .doc or .ppt that is
 # really one of them, and ZIP archives, whose members they can be.

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import pypdfium2 as pdfium
 
 from libs.errors import ConversionError, NoTextError
+from services.converter.pdfmargins import without_running_lines
 from services.converter.pdfoutline import outline, with_headings, without_contents
 
 # Spacing accent glyph -> the combining mark it stands for.
@@ -79,7 +80,8 @@ def extract_pdf(data: bytes, name: str) -> PdfText:
         ) from exc
     try:
         pages = [_page_text(document, index) for index in range(len(document))]
-        pages = with_headings(without_contents(pages), outline(document))
+        pages = without_contents(without_running_lines(pages))
+        pages = with_headings(pages, outline(document))
         title = _metadata_title(document)
     except pdfium.PdfiumError as exc:
         raise ConversionError(f"'{name}' is a damaged PDF: reading it failed ({exc})") from exc

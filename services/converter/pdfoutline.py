@@ -41,6 +41,12 @@ _LABEL = re.compile(
 # A contents entry: its title, dot leaders (". . ." too), its page number (roman in front matter).
 _ENTRY = re.compile(r"(?:\.\s?){4,}\s*(\d{1,4}|[ivxlcdm]{1,7})\s*$", re.IGNORECASE)
 _MIN_ENTRIES = 3  # lines of dot leaders that make a table of contents
+# The title over a table of contents or a list of figures or tables, in a few languages.
+_CONTENTS_TITLE = re.compile(
+    r"(table of )?contents|list of (figures|tables|illustrations)|inhalt(sverzeichnis)?"
+    r"|(abbildungs|tabellen)verzeichnis|table des matières|sommaire|índice|indice|contenido",
+    re.IGNORECASE,
+)
 _WRAPPED = 2  # lines of one entry before its dot leaders
 
 
@@ -139,6 +145,8 @@ def _without_contents(page: str, page_count: int) -> str:
                 last + 1 < len(lines) and last - run[-1] < _WRAPPED and _numbered(lines[last + 1])
             ):
                 last += 1
+            if first > 0 and _CONTENTS_TITLE.fullmatch(lines[first - 1].strip()):
+                first -= 1  # "Table of Contents", "List of Figures" over the entries
             drop.update(range(first, last + 1))
         run = [k] if k is not None else []
     return "\n".join(line for k, line in enumerate(lines) if k not in drop) if drop else page
