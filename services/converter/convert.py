@@ -39,6 +39,7 @@ from services.converter.archive import ArchiveLimits, check_archive, is_zip
 from services.converter.charset import DEFAULT_LEGACY, MARKUP, read_text
 from services.converter.chunk import PageSpan, has_text
 from services.converter.delimited import OWN_SEPARATOR, as_comma_separated, separator_of
+from services.converter.epubbook import without_contents as book_body
 from services.converter.formats import (
     VERBATIM,
     Route,
@@ -107,6 +108,8 @@ _SAVED_PAGES = (".mhtml", ".mht")  # a web page and its images in one MIME file 
 _ZIPPED = {".doc": ".docx", ".ppt": ".pptx", ".xls": ".xlsx"}
 _WEB_PAGES = (".html", ".htm")
 _PACKAGES = (".docx", ".pptx")  # read by markitdown, which leaves their titles (`ooxml`)
+# What markitdown is handed of a file: what its reader sees, less its table of contents.
+_PREPARE: dict[str, Callable[[bytes], bytes]] = {".docx": visible_docx, ".epub": book_body}
 _WEB_PAGE = re.compile(rb"^\s*(?:<!doctype html|<html|<head|<meta|<table)", re.IGNORECASE)
 
 
@@ -303,9 +306,8 @@ class DocumentConverter:
             # A web page without its menus, site header and footer (`webpage`), decoded once.
             data, charset = (main_content(text) if ext in _WEB_PAGES else text).encode(), "utf-8"
         info = StreamInfo(extension=".csv" if as_csv else ext, filename=name, charset=charset)
-        extra: dict[str, str] = {}
-        if ext == ".docx":  # what its reader sees (`worddocx`)
-            data, extra = visible_docx(data), {"style_map": _DOCX_STYLE_MAP}
+        extra = {"style_map": _DOCX_STYLE_MAP} if ext == ".docx" else {}
+        data = _PREPARE[ext](data) if ext in _PREPARE else data
         try:
             result = self._markitdown.convert_stream(io.BytesIO(data), stream_info=info, **extra)
         except MissingDependencyException as exc:

@@ -31,6 +31,8 @@ from xml.etree.ElementTree import Element, register_namespace, tostring
 from defusedxml import DefusedXmlException
 from defusedxml.ElementTree import ParseError, fromstring
 
+from services.converter.archive import with_members
+
 _W = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
 register_namespace("w", _W)  # the prefix Word writes, kept for readers that look at it
 _PARTS = ("word/document.xml", "word/footnotes.xml", "word/endnotes.xml")
@@ -199,13 +201,7 @@ def visible_docx(data: bytes) -> bytes:
                     rewritten[name] = tostring(root, encoding="utf-8", xml_declaration=True)
             if not rewritten:
                 return data
-            out = io.BytesIO()
-            with zipfile.ZipFile(out, "w") as copy:
-                for info in archive.infolist():
-                    body = rewritten.get(info.filename)
-                    body = body if body is not None else archive.read(info)
-                    copy.writestr(info, body, compresslevel=1)  # read once, next
-            return out.getvalue()
+            return with_members(archive, rewritten)
     except (zipfile.BadZipFile, OSError, ValueError, RuntimeError, KeyError):
         return data  # markitdown reads it and says what is wrong
 
