@@ -101,14 +101,16 @@ CODE_EXTENSIONS = (
 # 7: 0.8.11, PDF (bookmarks as headings; contents, running lines left out), Word and
 # PowerPoint files (Office Open XML: Word's hidden text and table of contents left out, its
 # notes as Markdown footnotes; the title they were saved with read), a .doc or .ppt that is
-# really one of them, EPUB (its table of contents left out), and ZIP archives.
+# really one of them, EPUB (its table of contents left out), web pages and e-mail with an
+# HTML body (a heading's link to itself left out), and ZIP archives.
 CONVERTER_REVISION = 7
 _REVISION_3 = (".md", ".txt", ".csv", ".tsv", *TEXT_EXTENSIONS)
 _REVISION_4 = (".xlsx", ".xls", *CODE_EXTENSIONS)
 _REVISION_5 = (".html", ".htm", ".eml")
 _REVISION_6 = (".tex", ".ltx", ".zip")
 _REVISION_7 = (
-    ".pdf", ".docx", ".pptx", ".doc", ".ppt", ".epub", ".zip",
+    ".pdf", ".docx", ".pptx", ".doc", ".ppt", ".epub", ".html", ".htm", ".eml", ".mhtml",
+    ".mht", ".zip",
     *(v for v, read_as in OFFICE_VARIANTS.items() if read_as in (".docx", ".pptx")),
 )  # fmt: skip
 CHANGED_AT: dict[str, int] = {

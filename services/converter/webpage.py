@@ -9,7 +9,8 @@ dropped, and so is anything marked hidden, and a dropdown: the `div`, `span` or 
 control that opens a menu (`aria-haspopup`), with the menu beside it (Wikipedia's language
 list, a results page's filters), unless it holds a heading. A `<header>` or `<footer>` is
 dropped only outside an article, where it is the site's (inside one it holds the article's
-title or byline), and a header holding an `<h1>` stays. When the chosen element holds less
+title or byline), and a header holding an `<h1>` stays. A heading's link to itself (a
+permalink) is dropped, or unwrapped when it holds the title. When the chosen element holds less
 than a fifth of the body's text, the body is taken instead (a `<main>` around a lone form,
 with the text elsewhere). The page's `<head>` stays, so its `<title>` is still the
 document's title.
@@ -29,6 +30,7 @@ _WIDGETS = ("div", "span", "li")
 _SITE_PARTS = ("header", "footer")
 _MIN_SHARE = 0.2
 _HEADINGS = ("h1", "h2", "h3", "h4", "h5", "h6")
+_MARKS = "\u200b\u00b6#§🔗⚓ "  # what a heading's link to itself shows, if it shows anything
 
 
 def main_content(html: str) -> str:
@@ -78,6 +80,21 @@ def _drop_furniture(root: Tag, *, inside_article: bool) -> None:
     for element in doomed:
         if not element.decomposed:
             element.decompose()
+    for heading in root.find_all(_HEADINGS):
+        _without_self_links(heading)
+
+
+def _without_self_links(heading: Tag) -> None:
+    """A heading's links to itself, as documentation sites write them (Sphinx's and MkDocs'
+    `¶`, Docusaurus's zero-width `#` link): dropped when they show only a mark, unwrapped to
+    their text when they hold the title."""
+    for link in heading.find_all("a", href=True):
+        if not str(link["href"]).startswith("#"):
+            continue
+        if _text(link).strip(_MARKS):
+            link.unwrap()
+        else:
+            link.decompose()
 
 
 def _dropdown(control: Tag) -> Tag | None:

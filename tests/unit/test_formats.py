@@ -23,7 +23,8 @@ def test_a_document_is_stale_only_if_its_file_type_changed_since_it_was_made() -
     revision 3 (0.8.7) text read as it is, delimited tables, source code and ZIP; revision 4
     (0.8.8) source code, Excel workbooks, web pages, e-mail and ZIP; revision 5 (0.8.9) web
     pages, e-mail and ZIP; revision 6 (0.8.10) LaTeX and ZIP; revision 7 (0.8.11) PDF, Word
-    and PowerPoint (Office Open XML, and legacy names that can hold it), EPUB and ZIP."""
+    and PowerPoint (Office Open XML, and legacy names that can hold it), EPUB, web pages,
+    e-mail and ZIP."""
     newest = formats.CONVERTER_REVISION
     assert formats.is_current(1, "json") and formats.is_current(1, ".ipynb")
     assert not formats.is_current(1, "rtf") and not formats.is_current(1, "ODT")
@@ -31,12 +32,12 @@ def test_a_document_is_stale_only_if_its_file_type_changed_since_it_was_made() -
     assert not formats.is_current(2, "zip") and not formats.is_current(4, "zip")
     assert not formats.is_current(5, "zip") and not formats.is_current(4, "HTML")
     assert formats.is_current(7, "zip") and not formats.is_current(6, "zip")
-    assert formats.is_current(6, "html") and formats.is_current(6, "xlsx")
+    assert not formats.is_current(6, "html") and formats.is_current(6, "xlsx")
     assert not formats.is_current(6, "docx") and not formats.is_current(6, "DOCM")
     assert not formats.is_current(6, "ppsx") and not formats.is_current(6, "doc")
-    assert not formats.is_current(6, "epub")
+    assert not formats.is_current(6, "epub") and not formats.is_current(6, "MHT")
     assert formats.is_current(6, "xlsm") and not formats.is_current(6, "pdf")
-    assert formats.is_current(5, "html")
+    assert formats.is_current(7, "html") and formats.is_current(6, "org")
     assert not formats.is_current(5, "tex") and not formats.is_current(5, "LTX")
     assert formats.is_current(5, "org") and formats.is_current(5, "vtt")
     assert formats.is_current(4, "xlsx") and not formats.is_current(4, "eml")

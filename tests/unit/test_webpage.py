@@ -91,3 +91,26 @@ def test_a_control_directly_in_the_content_root_leaves_the_content() -> None:
     page = """<html><body><div role="main"><button aria-haspopup="menu">Options</button>
       <p>Otters live in rivers.</p></div><footer>Site footer</footer></body></html>"""
     assert _text(main_content(page)) == "Options Otters live in rivers."
+
+
+def test_a_headings_links_to_itself_are_not_its_title() -> None:
+    """Sphinx's and MkDocs' `¶`, Docusaurus's zero-width link (the shared blog page), a
+    heading that is a link to itself; links elsewhere, and in the text, stay."""
+    page = (
+        '<html><body><main><h2 id="a">Install<a class="headerlink" href="#a">¶</a></h2>'
+        '<h3><a href="#b">Usage notes</a></h3><p>See <a href="#a">install</a>.</p>'
+        '<h2>Links <a href="https://example.org">out</a></h2></main></body></html>'
+    )
+    body = BeautifulSoup(main_content(page), "html.parser").body
+    assert body is not None
+    headings = [
+        (h.get_text(), [a["href"] for a in h.find_all("a")]) for h in body.find_all(["h2", "h3"])
+    ]
+    assert headings == [
+        ("Install", []),
+        ("Usage notes", []),
+        ("Links out", ["https://example.org"]),
+    ]
+    assert body.p is not None and body.p.a is not None  # a link in the text stays
+    blog = (REPO.parent / "shared/data/files/markitdown/test_blog.html").read_text("utf-8")
+    assert "Direct link to" not in main_content(blog).split("<h2", 1)[1]
