@@ -10,7 +10,8 @@ control that opens a menu (`aria-haspopup`), with the menu beside it (Wikipedia'
 list, a results page's filters), unless it holds a heading. A `<header>` or `<footer>` is
 dropped only outside an article, where it is the site's (inside one it holds the article's
 title or byline), and a header holding an `<h1>` stays. A heading's link to itself (a
-permalink) is dropped, or unwrapped when it holds the title. When the chosen element holds less
+permalink) is dropped, or unwrapped when it holds the title, and so is a note's link back to
+where it was cited (Wikipedia's `^`, Pandoc's `↩`). When the chosen element holds less
 than a fifth of the body's text, the body is taken instead (a `<main>` around a lone form,
 with the text elsewhere). The page's `<head>` stays, so its `<title>` is still the
 document's title.
@@ -31,6 +32,7 @@ _SITE_PARTS = ("header", "footer")
 _MIN_SHARE = 0.2
 _HEADINGS = ("h1", "h2", "h3", "h4", "h5", "h6")
 _MARKS = "\u200b\u00b6#§🔗⚓ "  # what a heading's link to itself shows, if it shows anything
+_BACK = frozenset({"^", "↑", "↩", "↩\ufe0e", "↩\ufe0f", "⤴"})  # Wikipedia's, Pandoc's notes
 
 
 def main_content(html: str) -> str:
@@ -82,6 +84,9 @@ def _drop_furniture(root: Tag, *, inside_article: bool) -> None:
             element.decompose()
     for heading in root.find_all(_HEADINGS):
         _without_self_links(heading)
+    for link in root.find_all("a", href=True):  # a note's way back to where it was cited
+        if str(link["href"]).startswith("#") and _text(link) in _BACK:
+            link.decompose()
 
 
 def _without_self_links(heading: Tag) -> None:

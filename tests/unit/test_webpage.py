@@ -114,3 +114,20 @@ def test_a_headings_links_to_itself_are_not_its_title() -> None:
     assert body.p is not None and body.p.a is not None  # a link in the text stays
     blog = (REPO.parent / "shared/data/files/markitdown/test_blog.html").read_text("utf-8")
     assert "Direct link to" not in main_content(blog).split("<h2", 1)[1]
+
+
+def test_a_notes_link_back_to_where_it_was_cited_is_left_out() -> None:
+    page = (
+        '<html><body><main><p>Otters hold hands.<sup><a href="#fn1">1</a></sup></p><ol>'
+        '<li id="fn1">Seen in 2024. <a href="#ref1">↩</a></li>'
+        '<li><span><a href="#cite_ref-2">^</a></span> A field guide.</li></ol>'
+        "</main></body></html>"
+    )
+    body = BeautifulSoup(main_content(page), "html.parser").body
+    assert body is not None
+    assert [a["href"] for a in body.find_all("a")] == ["#fn1"]  # the citation itself stays
+    assert _text(str(body)) == "Otters hold hands. 1 Seen in 2024. A field guide."
+    wikipedia = (REPO.parent / "shared/data/files/markitdown/test_wikipedia.html").read_text(
+        "utf-8"
+    )
+    assert 'href="#cite_ref-1"' not in main_content(wikipedia)
