@@ -2,7 +2,8 @@
 
     python -m bench.pdf_sections [PDF ...] [--json PATH]
 
-Each PDF (by default the two NIST reports in `../shared/data/files/nist`) is ingested as an
+Each PDF (by default the two NIST reports and the LaTeX seminar paper in
+`../shared/data/files`) is ingested as an
 upload through the in-process services (converter, embedder, index), and each of its
 bookmarks below the cover becomes a query: its title without its number or label ("3.3
 Trust Algorithm" asks "Trust Algorithm"). A query's section runs from its bookmark's page
@@ -28,8 +29,12 @@ from typing import Any
 import pypdfium2 as pdfium
 
 DEFAULT_PDFS = [
-    Path(__file__).resolve().parents[2] / "shared/data/files/nist" / name
-    for name in ("NIST.SP.800-207-ZeroTrustArchitecture.pdf", "NIST.SP.800-218.pdf")
+    Path(__file__).resolve().parents[2] / "shared/data/files" / name
+    for name in (
+        "nist/NIST.SP.800-207-ZeroTrustArchitecture.pdf",
+        "nist/NIST.SP.800-218.pdf",
+        "yaos-prinzip/Online-Optimierung als Zwei-Personen-Nullsummenspiel und Yaos Prinzip.pdf",
+    )
 ]
 LIBRARY = "pdf-sections"
 MODES = ("hybrid", "bm25", "vector")

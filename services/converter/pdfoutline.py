@@ -7,7 +7,8 @@ an outline, though (Word, LibreOffice and LaTeX's hyperref write one), and each 
 names a section and the page it starts on. Where a bookmark's title is a line of its page,
 or two or three lines in a row (a long title wrapped), that line becomes a heading: `#` for
 a top-level bookmark, `##` below it, down to `######`. Titles are compared with case,
-spacing and punctuation left aside (`3.1 Variations` against `3.1  VARIATIONS`). A bookmark
+spacing and punctuation left aside (`3.1 Variations` against `3.1  VARIATIONS`), and a
+section number the page writes before the title and the bookmark leaves out. A bookmark
 whose title is not on its page (or the next: some point at the end of the page before) is
 passed over rather than guessed, so a running header, the table of contents or a slide's
 navigation bar never becomes a heading. Bookmarks are read in order, each looked for below
@@ -106,16 +107,18 @@ def with_headings(pages: list[str], bookmarks: list[Bookmark]) -> list[str]:
 
 
 def _find(lines: list[str], start: int, key: str) -> tuple[int, int] | None:
-    """The first run of one to three lines from `start` whose text is the title `key`."""
+    """The first run of one to three lines from `start` whose text is the title `key`, with
+    or without a section number before it (LaTeX's bookmarks leave the number out)."""
     for i in range(start, len(lines)):
         joined = ""
         for count in range(1, _MAX_LINES + 1):
             if i + count > len(lines):
                 break
             joined += _key(lines[i + count - 1])
-            if joined == key:
+            texts = (joined, joined.lstrip("0123456789"))
+            if key in texts:
                 return i, count
-            if not key.startswith(joined) or not joined:
+            if not joined or not any(t and key.startswith(t) for t in texts):
                 break
     return None
 

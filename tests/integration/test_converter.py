@@ -262,6 +262,17 @@ async def test_a_pdfs_bookmarks_are_its_headings(client: httpx.AsyncClient) -> N
     # A title the page draws apart from its label ("Appendix B— Acronyms" over "Acronyms").
     ssdf = (await _convert_file(client, "nist/NIST.SP.800-218.pdf")).json()["markdown"]
     assert "\n# Acronyms\n" in ssdf and "\n## Protect Software (PS)\n" in ssdf
+    # LaTeX's bookmarks leave out the section number the page writes.
+    latex = "yaos-prinzip/Online-Optimierung als Zwei-Personen-Nullsummenspiel und Yaos Prinzip.pdf"
+    paper = (await _convert_file(client, latex)).json()["markdown"]
+    assert [line for line in paper.splitlines() if line.startswith("#")] == [
+        "# 1 Zwei-Personen-Nullsummenspiel",
+        "# 2 Sattelpunkte und Wert eines Spiels",
+        "# 3 Das Minimax-Theorem",
+        "# 4 Yaos Prinzip",
+        "# 5 Yaos Prinzip für unendliche Spiele",
+        "# Literatur",
+    ]
 
 
 async def test_umlauts_from_latex_pdfs_are_folded(client: httpx.AsyncClient) -> None:

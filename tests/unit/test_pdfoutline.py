@@ -34,6 +34,15 @@ def test_a_wrapped_title_becomes_one_heading_line() -> None:
     ]
 
 
+def test_a_section_number_the_bookmark_leaves_out() -> None:
+    """LaTeX's bookmarks name the section without its number; the page writes it."""
+    pages = ["Text before.\n2 Sattelpunkte und Wert eines Spiels\nDefinition 2.1."]
+    marks = [Bookmark(0, "Sattelpunkte und Wert eines Spiels", 0)]
+    assert with_headings(pages, marks) == [
+        "Text before.\n# 2 Sattelpunkte und Wert eines Spiels\nDefinition 2.1."
+    ]
+
+
 def test_a_label_the_page_draws_apart_and_a_bookmark_one_page_early() -> None:
     pages = ["end of chapter 1", "Acronyms\nAPI Application programming interface"]
     marks = [Bookmark(0, "Appendix B— Acronyms", 0)]  # points at the page before
