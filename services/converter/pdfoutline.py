@@ -59,16 +59,20 @@ class Bookmark:
 
 
 def outline(document: pdfium.PdfDocument) -> list[Bookmark]:
-    """The document's bookmarks that point at one of its pages, in outline order."""
+    """The document's bookmarks that point at one of its pages, in outline order; those
+    read before a damaged entry, which does not stop its text from being read."""
     found: list[Bookmark] = []
-    for item in document.get_toc(max_depth=_MAX_DEPTH):
-        if len(found) >= MAX_BOOKMARKS:
-            break
-        destination = item.get_dest()
-        page = destination.get_index() if destination is not None else None
-        title = " ".join((item.get_title() or "").split())
-        if page is not None and 0 <= page < len(document) and title:
-            found.append(Bookmark(item.level, title, page))
+    try:
+        for item in document.get_toc(max_depth=_MAX_DEPTH):
+            if len(found) >= MAX_BOOKMARKS:
+                break
+            destination = item.get_dest()
+            page = destination.get_index() if destination is not None else None
+            title = " ".join((item.get_title() or "").split())
+            if page is not None and 0 <= page < len(document) and title:
+                found.append(Bookmark(item.level, title, page))
+    except (pdfium.PdfiumError, ValueError, RuntimeError, UnicodeDecodeError):
+        pass  # the outline is a help for headings; the text is what is asked for
     return found
 
 

@@ -106,3 +106,34 @@ def test_dot_leaders_that_are_not_page_numbers_stay() -> None:
     one = "See the annex ........ 4\nand more text"
     pages = [menu, form, one, *["text"] * 7]
     assert without_contents(pages) == pages
+
+
+def test_a_damaged_outline_gives_the_bookmarks_read_before_it() -> None:
+    """pdfium raises on an outline entry it cannot read: the text is still converted, with
+    the headings found so far (a PDF-shaped object here: no tool at hand writes a broken
+    outline)."""
+    import pypdfium2 as pdfium
+
+    from services.converter.pdfoutline import outline
+
+    class Entry:
+        level = 0
+
+        def get_dest(self) -> Entry:
+            return self
+
+        def get_index(self) -> int:
+            return 1
+
+        def get_title(self) -> str:
+            return " Results  of the survey "
+
+    class Damaged:
+        def __len__(self) -> int:
+            return 3
+
+        def get_toc(self, max_depth: int):  # type: ignore[no-untyped-def]
+            yield Entry()
+            raise pdfium.PdfiumError("bad bookmark")
+
+    assert outline(Damaged()) == [Bookmark(0, "Results of the survey", 1)]  # type: ignore[arg-type]
