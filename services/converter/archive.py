@@ -95,14 +95,3 @@ def _check(
                     f"'{name}': the entry '{info.filename}' cannot be read ({exc})"
                 ) from exc
             _check(inner, info.filename, limits, nested=True, depth=depth + 1, tally=tally)
-
-
-def with_members(archive: zipfile.ZipFile, replaced: dict[str, bytes]) -> bytes:
-    """A copy of `archive` (already bounded by `check_archive`) with the members named in
-    `replaced` holding their new bytes, in the same order, under the same names."""
-    out = io.BytesIO()
-    with zipfile.ZipFile(out, "w") as copy:
-        for info in archive.infolist():
-            body = replaced.get(info.filename)
-            copy.writestr(info, archive.read(info) if body is None else body, compresslevel=1)
-    return out.getvalue()

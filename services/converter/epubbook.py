@@ -8,20 +8,15 @@ book's Markdown, and a question about a chapter found the list first, as a PDF's
 contents did (`pdfoutline`). Those spine entries are removed from the package document
 (the OPF) here; the rest of the file is as it came. A book whose spine holds nothing else
 is left whole, and so is one whose package cannot be read, for markitdown to refuse with
-its own message. XML is parsed with defusedxml (no DTDs, no entities).
+its own message (`packages`).
 """
 
 from __future__ import annotations
 
-import io
 import re
-import zipfile
 from xml.etree.ElementTree import Element
 
-from defusedxml import DefusedXmlException
-from defusedxml.ElementTree import ParseError, fromstring
-
-from services.converter.archive import with_members
+from services.converter.packages import READ_ERRORS, opened, parsed, with_members
 
 _CONTAINER = "META-INF/container.xml"
 
@@ -38,14 +33,18 @@ def without_contents(data: bytes) -> bytes:
     """`data` (an .epub, already bounded by `check_archive`) whose spine no longer lists its
     table of contents; the same bytes when it has none there."""
     try:
-        with zipfile.ZipFile(io.BytesIO(data)) as book:
-            container = fromstring(book.read(_CONTAINER))
+        with opened(data) as book:
+            container = parsed(book.read(_CONTAINER))
+            if container is None:
+                return data
             rootfile = next((e for e in container.iter() if _local(e) == "rootfile"), None)
             package = rootfile.get("full-path") if rootfile is not None else None
             if not package:
                 return data
             raw = book.read(package)
-            opf = fromstring(raw)
+            opf = parsed(raw)
+            if opf is None:
+                return data
             contents = {
                 _path(e.get("href") or "")
                 for e in opf.iter()
@@ -73,7 +72,5 @@ def without_contents(data: bytes) -> bytes:
                     raw,
                 )
             return with_members(book, {package: raw})
-    except (KeyError, zipfile.BadZipFile, OSError, ValueError, RuntimeError):
-        return data
-    except (ParseError, DefusedXmlException):
+    except READ_ERRORS:
         return data

@@ -16,22 +16,16 @@ markitdown reads a Word file's body as it is stored, which is not what its reade
 
 Text deleted with tracked changes (`w:del`) mammoth already leaves out. A document with
 nothing of this is handed on as it came (one scan of its XML for the words); one whose XML
-does not parse is too, for markitdown to refuse with its own message. XML is parsed with
-defusedxml (no DTDs, no entities).
+does not parse is too, for markitdown to refuse with its own message (`packages`).
 """
 
 from __future__ import annotations
 
-import io
 import re
-import zipfile
 from dataclasses import dataclass
 from xml.etree.ElementTree import Element, register_namespace, tostring
 
-from defusedxml import DefusedXmlException
-from defusedxml.ElementTree import ParseError, fromstring
-
-from services.converter.archive import with_members
+from services.converter.packages import READ_ERRORS, opened, parsed, with_members
 
 _W = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
 register_namespace("w", _W)  # the prefix Word writes, kept for readers that look at it
@@ -52,14 +46,6 @@ _NOTE_MARK = re.compile(r"\[\[(\d+)\]\]\(#(?:foot|end)note-\d+\)")
 _NOTE = re.compile(
     r"^(\d+)\. ((?:(?!^\d+\. ).)*?) ?\[↑\]\(#(?:foot|end)note-ref-\d+\)$", re.M | re.S
 )
-
-
-def _parse(raw: bytes) -> Element | None:
-    try:
-        parsed: Element = fromstring(raw)
-        return parsed
-    except (ParseError, DefusedXmlException):
-        return None
 
 
 def _vanish(properties: Element | None) -> bool | None:
@@ -185,16 +171,16 @@ def visible_docx(data: bytes) -> bytes:
     """`data` (a .docx, already bounded by `check_archive`) without its hidden text and its
     table of contents; the same bytes when it has neither or its XML cannot be read here."""
     try:
-        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        with opened(data) as archive:
             names = set(archive.namelist())
             parts = {n: archive.read(n) for n in _PARTS if n in names}
             raw_styles = archive.read(_STYLES) if _STYLES in names else b""
             if not any(m in raw for raw in (*parts.values(), raw_styles) for m in _MARKERS):
                 return data
-            styles = hidden_styles(_parse(raw_styles)) if raw_styles else {}
+            styles = hidden_styles(parsed(raw_styles)) if raw_styles else {}
             rewritten: dict[str, bytes] = {}
             for name, raw in parts.items():
-                root = _parse(raw)
+                root = parsed(raw)
                 if root is None:
                     return data
                 if _strip_hidden(root, styles) | _strip_contents(root):
@@ -202,7 +188,7 @@ def visible_docx(data: bytes) -> bytes:
             if not rewritten:
                 return data
             return with_members(archive, rewritten)
-    except (zipfile.BadZipFile, OSError, ValueError, RuntimeError, KeyError):
+    except READ_ERRORS:
         return data  # markitdown reads it and says what is wrong
 
 
