@@ -108,8 +108,10 @@ _SAVED_PAGES = (".mhtml", ".mht")  # a web page and its images in one MIME file 
 _ZIPPED = {".doc": ".docx", ".ppt": ".pptx", ".xls": ".xlsx"}
 _WEB_PAGES = (".html", ".htm")
 _PACKAGES = (".docx", ".pptx")  # read by markitdown, which leaves their titles (`ooxml`)
-# What markitdown is handed of a file: what its reader sees, less its table of contents.
+# What markitdown is handed of a file (what its reader sees, less its table of contents),
+# and what is made of markitdown's Markdown after (Word's notes as Markdown footnotes).
 _PREPARE: dict[str, Callable[[bytes], bytes]] = {".docx": visible_docx, ".epub": book_body}
+_FINISH: dict[str, Callable[[str], str]] = {".docx": tidy_notes}
 _WEB_PAGE = re.compile(rb"^\s*(?:<!doctype html|<html|<head|<meta|<table)", re.IGNORECASE)
 
 
@@ -329,7 +331,7 @@ class DocumentConverter:
         except (UnicodeDecodeError, LookupError) as exc:
             raise _undecodable(name, exc) from exc
         title = result.title or (core_title(data) if ext in _PACKAGES else None)
-        markdown = tidy_notes(result.markdown) if ext == ".docx" else result.markdown
+        markdown = _FINISH[ext](result.markdown) if ext in _FINISH else result.markdown
         return self._document(markdown, title, name, ext, route)
 
     def _document(
