@@ -28,6 +28,8 @@ from typing import Any
 
 import pypdfium2 as pdfium
 
+from services.converter.pdfoutline import outline
+
 DEFAULT_PDFS = [
     Path(__file__).resolve().parents[2] / "shared/data/files" / name
     for name in (
@@ -39,6 +41,7 @@ DEFAULT_PDFS = [
 LIBRARY = "pdf-sections"
 MODES = ("hybrid", "bm25", "vector")
 _NUMBER = re.compile(r"^(?:appendix [a-z][—–:.-]?\s*|[a-z]?\.?[\d.]+\s+)", re.IGNORECASE)
+# Told from the raw text on its own, not by the converter's detector that this measures.
 _LEADERS = re.compile(r"(?:\.\s?){4,}\s*(?:\d{1,4}|[ivxlcdm]{1,7})\s*$", re.IGNORECASE)
 
 
@@ -54,13 +57,7 @@ def sections_of(path: Path) -> tuple[list[Section], set[int]]:
     """The PDF's sections below its cover, and the pages printing its table of contents."""
     document = pdfium.PdfDocument(path)
     try:
-        marks = []
-        for item in document.get_toc():
-            dest = item.get_dest()
-            page = dest.get_index() if dest is not None else None
-            if page is not None and page > 0:
-                marks.append((page + 1, " ".join(item.get_title().split())))
-        marks.sort()
+        marks = sorted((b.page + 1, b.title) for b in outline(document) if b.page > 0)
         sections = []
         for k, (page, title) in enumerate(marks):
             last = marks[k + 1][0] if k + 1 < len(marks) else len(document)
