@@ -102,8 +102,10 @@ CODE_EXTENSIONS = (
 # PowerPoint files (Office Open XML: Word's hidden text and table of contents left out, its
 # notes as Markdown footnotes; the title they were saved with read), a .doc or .ppt that is
 # really one of them, EPUB (its table of contents left out), web pages and e-mail with an
-# HTML body (a heading's link to itself left out), and ZIP archives.
-CONVERTER_REVISION = 7
+# HTML body (a heading's link to itself left out), and ZIP archives. 8: 0.8.12, workbooks
+# (Excel and OpenDocument: hidden sheets left out), and archives, ZIP and tar (which
+# revision 7 missed: a tar archive's PDF or Word members changed with it).
+CONVERTER_REVISION = 8
 _REVISION_3 = (".md", ".txt", ".csv", ".tsv", *TEXT_EXTENSIONS)
 _REVISION_4 = (".xlsx", ".xls", *CODE_EXTENSIONS)
 _REVISION_5 = (".html", ".htm", ".eml")
@@ -113,11 +115,15 @@ _REVISION_7 = (
     ".mht", ".zip",
     *(v for v, read_as in OFFICE_VARIANTS.items() if read_as in (".docx", ".pptx")),
 )  # fmt: skip
+_REVISION_8 = (
+    ".xlsx", ".xls", ".ods", ".fods", ".zip", *ARCHIVE_EXTENSIONS,
+    *(v for v, read_as in OFFICE_VARIANTS.items() if read_as == ".xlsx"),
+)  # fmt: skip
 CHANGED_AT: dict[str, int] = {
     "rtf": 2, "odt": 2, "ods": 2, "odp": 2,
     **{e.lstrip("."): 3 for e in _REVISION_3}, **{e.lstrip("."): 4 for e in _REVISION_4},
     **{e.lstrip("."): 5 for e in _REVISION_5}, **{e.lstrip("."): 6 for e in _REVISION_6},
-    **{e.lstrip("."): 7 for e in _REVISION_7},
+    **{e.lstrip("."): 7 for e in _REVISION_7}, **{e.lstrip("."): 8 for e in _REVISION_8},
 }  # fmt: skip
 # What folder scans pick: every convertible format but source code.
 SCANNED_EXTENSIONS = KNOWN_EXTENSIONS - frozenset(UNAVAILABLE)

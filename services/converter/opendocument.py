@@ -14,7 +14,7 @@ title. The body is walked in document order:
   text;
 - spreadsheets: each sheet with text as `## Sheet name` and one table (repeated cells are
   expanded, empty rows and trailing empty columns dropped), the shape markitdown gives .xlsx,
-  so that sheets become pages the same way;
+  so that sheets become pages the same way; hidden sheets are left out;
 - presentations: each slide after `<!-- Slide number: N -->`, its title shape as `#`, its
   other shapes' text and tables, then `### Notes:` and the speaker notes, as markitdown gives
   .pptx, so that slides become pages the same way.
@@ -162,12 +162,16 @@ class _Styles:
         self.level: dict[str, int] = {}
         self.numbered: dict[str, set[int]] = {}
         self.hidden: set[str] = set()  # text styles that do not display their text
+        self.hidden_tables: set[str] = set()  # sheet styles of hidden sheets
         for root in roots:
             for style in root.iter(_q("style:style")):
                 name = _attr(style, "style:name")
                 properties = style.find(_q("style:text-properties"))
                 if properties is not None and _attr(properties, "text:display") == "none":
                     self.hidden.add(name)
+                table = style.find(_q("style:table-properties"))
+                if table is not None and _attr(table, "table:display") == "false":
+                    self.hidden_tables.add(name)
                 self.parent[name] = _attr(style, "style:parent-style-name")
                 level = _attr(style, "style:default-outline-level")
                 if level.isdigit():
@@ -331,6 +335,8 @@ class _Writer:
 
     def sheets(self, spreadsheet: Element) -> None:
         for sheet in (s for s in spreadsheet if _is(s, "table:table")):
+            if _attr(sheet, "table:style-name") in self.styles.hidden_tables:
+                continue  # a hidden sheet, as the Excel reader leaves them out
             rows = self._rows(sheet)
             if rows:
                 name = _attr(sheet, "table:name") or f"Sheet{len(self.blocks_out) + 1}"

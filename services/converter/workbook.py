@@ -6,9 +6,10 @@ A cell is written as Excel shows it in the General format: the value a formula l
 (as the file stored it), whole numbers without `.0`, other numbers to 15 significant digits,
 dates as ISO 8601, TRUE and FALSE, error values as `#DIV/0!`. Empty rows, empty columns
 before the first filled one, and trailing empty cells are dropped; an empty sheet is left
-out. markitdown's pandas route wrote `NaN` in every empty cell, `Unnamed: 2` over columns
-without a header, `4.0` for a whole number in a column with a fraction, and `|` for an empty
-sheet.
+out, and so is a hidden or very hidden one, whose tab Excel does not show (lookup tables,
+settings), as the Word reader leaves hidden text out. markitdown's pandas route wrote `NaN`
+in every empty cell, `Unnamed: 2` over columns without a header, `4.0` for a whole number
+in a column with a fraction, and `|` for an empty sheet.
 """
 
 from __future__ import annotations
@@ -44,6 +45,8 @@ def xlsx_markdown(data: bytes, name: str) -> tuple[str, str]:
     try:
         sheets = []
         for sheet in book.worksheets:
+            if sheet.sheet_state != "visible":  # hidden or very hidden: no reader sees it
+                continue
             sheet.reset_dimensions()  # read every row, whatever size the file states
             sheets.append((sheet.title, _rows(sheet.iter_rows(values_only=True))))
         return _markdown(sheets), (book.properties.title or "").strip()
@@ -66,6 +69,9 @@ def xls_markdown(data: bytes, name: str) -> tuple[str, str]:
         sheets = []
         for index in range(book.nsheets):
             sheet = book.sheet_by_index(index)
+            if sheet.visibility:  # 1 hidden, 2 very hidden
+                book.unload_sheet(index)
+                continue
             values = ([_xls_value(book, cell) for cell in sheet.row(r)] for r in range(sheet.nrows))
             sheets.append((sheet.name, _rows(values)))
             book.unload_sheet(index)

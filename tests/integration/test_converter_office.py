@@ -154,6 +154,34 @@ def test_excel_workbooks_read_as_excel_shows_them(converter: DocumentConverter) 
         converter.convert(_zip({"a.txt": b"x"}), "broken.xlsx")
 
 
+@pytest.mark.parametrize("name", ["hidden.xlsx", "hidden.xls", "hidden.ods"])
+def test_hidden_sheets_are_left_out(converter: DocumentConverter, name: str) -> None:
+    """A hidden sheet's tab is not shown (a lookup table, settings): like Word's hidden text,
+    it is not indexed. The visible sheets keep their order and become pages 1 and 2."""
+    document = convert(converter, name)
+    assert document.markdown == (
+        "## Rates\n| Route | Fare |\n| --- | --- |\n| Meersburg–Konstanz | 4.1 |\n"
+        "| Friedrichshafen–Romanshorn | 11.5 |\n\n"
+        "## Timetable\n| Ferry | Departs |\n| --- | --- |\n| Meersburg | 06:35 |"
+    )
+    assert [p.page for p in document.pages] == [1, 2]
+
+
+def test_very_hidden_sheets_are_left_out(converter: DocumentConverter) -> None:
+    """Excel's "very hidden" state (set by a macro or an add-in; LibreOffice writes it as
+    hidden), as openpyxl writes it."""
+    import openpyxl
+
+    book = openpyxl.Workbook()
+    book.active.append(["Shown", "yes"])
+    book.create_sheet("Secret").append(["Key", "kestrel-0.37"])
+    book["Secret"].sheet_state = "veryHidden"
+    buffer = io.BytesIO()
+    book.save(buffer)
+    markdown = converter.convert(buffer.getvalue(), "very.xlsx").markdown
+    assert markdown == "## Sheet\n| Shown | yes |\n| --- | --- |"
+
+
 @pytest.mark.parametrize(
     ("variant", "base"),
     [("notes.docm", "notes.docx"), ("sheets.xlsm", "sheets.xlsx"), ("slides.ppsx", "slides.odp")],

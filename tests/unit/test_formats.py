@@ -24,23 +24,29 @@ def test_a_document_is_stale_only_if_its_file_type_changed_since_it_was_made() -
     (0.8.8) source code, Excel workbooks, web pages, e-mail and ZIP; revision 5 (0.8.9) web
     pages, e-mail and ZIP; revision 6 (0.8.10) LaTeX and ZIP; revision 7 (0.8.11) PDF, Word
     and PowerPoint (Office Open XML, and legacy names that can hold it), EPUB, web pages,
-    e-mail and ZIP."""
+    e-mail and ZIP; revision 8 (0.8.12) workbooks (Excel and OpenDocument), ZIP and tar."""
     newest = formats.CONVERTER_REVISION
     assert formats.is_current(1, "json") and formats.is_current(1, ".ipynb")
     assert not formats.is_current(1, "rtf") and not formats.is_current(1, "ODT")
     assert formats.is_current(2, "rtf") and formats.is_current(2, "odt")
     assert not formats.is_current(2, "zip") and not formats.is_current(4, "zip")
     assert not formats.is_current(5, "zip") and not formats.is_current(4, "HTML")
-    assert formats.is_current(7, "zip") and not formats.is_current(6, "zip")
-    assert not formats.is_current(6, "html") and formats.is_current(6, "xlsx")
+    assert formats.is_current(8, "zip") and not formats.is_current(7, "zip")
+    assert not formats.is_current(7, "xlsx") and not formats.is_current(7, "XLTX")
+    assert not formats.is_current(7, "ods") and not formats.is_current(7, "fods")
+    assert not formats.is_current(7, "xls") and not formats.is_current(7, "tgz")
+    assert not formats.is_current(7, "gz") and formats.is_current(7, "odt")
+    assert formats.is_current(7, "pdf") and formats.is_current(7, "docx")
+    assert formats.is_current(8, "xlsx") and formats.is_current(8, "tar")
+    assert not formats.is_current(6, "html") and formats.is_current(6, "odt")
     assert not formats.is_current(6, "docx") and not formats.is_current(6, "DOCM")
     assert not formats.is_current(6, "ppsx") and not formats.is_current(6, "doc")
     assert not formats.is_current(6, "epub") and not formats.is_current(6, "MHT")
-    assert formats.is_current(6, "xlsm") and not formats.is_current(6, "pdf")
+    assert not formats.is_current(7, "xlsm") and not formats.is_current(6, "pdf")
     assert formats.is_current(7, "html") and formats.is_current(6, "org")
     assert not formats.is_current(5, "tex") and not formats.is_current(5, "LTX")
     assert formats.is_current(5, "org") and formats.is_current(5, "vtt")
-    assert formats.is_current(4, "xlsx") and not formats.is_current(4, "eml")
+    assert formats.is_current(8, "xlsm") and not formats.is_current(4, "eml")
     assert not formats.is_current(3, "xlsx") and not formats.is_current(3, "XLS")
     assert not formats.is_current(3, "html") and not formats.is_current(3, "eml")
     assert not formats.is_current(2, "md") and not formats.is_current(2, "CSV")
