@@ -327,7 +327,7 @@ INTENDED_DIFFERENCES = {
     ),
     ("embedder", "embed_threads"): "k3s pins ONNX Runtime threads to the pod's CPU limit",
     ("index", "index_staged_max_bytes"): (
-        "k3s holds fewer parts of large documents, under the index pod's 1Gi memory limit"
+        "k3s holds fewer parts of large documents, well under the index pod's memory limit"
     ),
 }
 
