@@ -2,14 +2,17 @@
 OpenDocument reader gives `.ods`: each sheet with text as `## Sheet name` and one table whose
 first row is the header, so that sheets become pages the same way.
 
-A cell is written as Excel shows it in the General format: the value a formula last computed
-(as the file stored it), whole numbers without `.0`, other numbers to 15 significant digits,
-dates as ISO 8601, TRUE and FALSE, error values as `#DIV/0!`. Empty rows, empty columns
-before the first filled one, and trailing empty cells are dropped; an empty sheet is left
-out, and so is a hidden or very hidden one, whose tab Excel does not show (lookup tables,
-settings), as the Word reader leaves hidden text out. markitdown's pandas route wrote `NaN`
-in every empty cell, `Unnamed: 2` over columns without a header, `4.0` for a whole number
-in a column with a fraction, and `|` for an empty sheet.
+A cell is written as Excel shows it: the value a formula last computed (as the file stored
+it), a number in its cell's number format where that says more than the number (a
+percentage, a count of decimals, a currency: `services.converter.cellformat`, without digit
+grouping), else as the General format shows it (whole numbers without `.0`, others to 15
+significant digits); dates as ISO 8601, TRUE and FALSE, error values as `#DIV/0!`.
+
+Empty rows, empty columns before the first filled one, and trailing empty cells are
+dropped; an empty sheet is left out, and so is a hidden or very hidden one, whose tab Excel
+does not show (lookup tables, settings), as the Word reader leaves hidden text out.
+markitdown's pandas route wrote `NaN` in every empty cell, `Unnamed: 2` over columns without
+a header, `4.0` for a whole number in a column with a fraction, and `|` for an empty sheet.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import xlrd
 from libs.errors import ConversionError
 from libs.tables import markdown_sheet
 from services.converter import ole
+from services.converter.cellformat import displayed
 
 Rows = list[list[str]]
 
@@ -48,7 +52,8 @@ def xlsx_markdown(data: bytes, name: str) -> tuple[str, str]:
             if sheet.sheet_state != "visible":  # hidden or very hidden: no reader sees it
                 continue
             sheet.reset_dimensions()  # read every row, whatever size the file states
-            sheets.append((sheet.title, _rows(sheet.iter_rows(values_only=True))))
+            cells = ([(c.value, c.number_format) for c in row] for row in sheet.iter_rows())
+            sheets.append((sheet.title, _rows(cells)))
         return _markdown(sheets), (book.properties.title or "").strip()
     finally:
         book.close()
@@ -57,7 +62,7 @@ def xlsx_markdown(data: bytes, name: str) -> tuple[str, str]:
 def xls_markdown(data: bytes, name: str) -> tuple[str, str]:
     """The Markdown of the Excel 97-2003 workbook `data` and its title."""
     try:
-        book = xlrd.open_workbook(file_contents=data, on_demand=True)
+        book = xlrd.open_workbook(file_contents=data, on_demand=True, formatting_info=True)
     except xlrd.XLRDError as exc:
         if "encrypted" in str(exc).lower():
             raise _password(name) from exc
@@ -72,7 +77,7 @@ def xls_markdown(data: bytes, name: str) -> tuple[str, str]:
             if sheet.visibility:  # 1 hidden, 2 very hidden
                 book.unload_sheet(index)
                 continue
-            values = ([_xls_value(book, cell) for cell in sheet.row(r)] for r in range(sheet.nrows))
+            values = ([_xls_cell(book, cell) for cell in sheet.row(r)] for r in range(sheet.nrows))
             sheets.append((sheet.name, _rows(values)))
             book.unload_sheet(index)
         return _markdown(sheets), _xls_title(data)
@@ -105,12 +110,12 @@ def _markdown(sheets: Iterable[tuple[str, Rows]]) -> str:
     return "\n\n".join(markdown_sheet(title, rows) for title, rows in sheets if rows)
 
 
-def _rows(values: Iterable[Iterable[Any]]) -> Rows:
-    """Cell texts of the rows with text, without trailing empty cells and without the empty
-    columns before the first filled one."""
+def _rows(values: Iterable[Iterable[tuple[Any, str]]]) -> Rows:
+    """Cell texts of the rows with text (each cell a value and its number format), without
+    trailing empty cells and without the empty columns before the first filled one."""
     rows = []
     for row in values:
-        cells = [_text(value) for value in row]
+        cells = [_text(value, number_format) for value, number_format in row]
         while cells and not cells[-1]:
             cells.pop()
         if cells:
@@ -119,12 +124,15 @@ def _rows(values: Iterable[Iterable[Any]]) -> Rows:
     return [row[first:] for row in rows]
 
 
-def _text(value: Any) -> str:
-    """A cell as Excel's General format shows it."""
+def _text(value: Any, number_format: str = "General") -> str:
+    """A cell as Excel shows it: a number in its number format where `cellformat` reads
+    that, else as the General format shows it."""
     if value is None:
         return ""
     if isinstance(value, bool):
         return "TRUE" if value else "FALSE"
+    if isinstance(value, int | float) and (shown := displayed(value, number_format)) is not None:
+        return shown
     if isinstance(value, float):
         if value.is_integer() and abs(value) < 1e15:
             return str(int(value))
@@ -140,18 +148,23 @@ def _text(value: Any) -> str:
     return " ".join(str(value).split())
 
 
-def _xls_value(book: xlrd.book.Book, cell: xlrd.sheet.Cell) -> Any:
+def _xls_cell(book: xlrd.book.Book, cell: xlrd.sheet.Cell) -> tuple[Any, str]:
+    """The cell's value as openpyxl would give it, and its number format."""
     kind = cell.ctype
     if kind == xlrd.XL_CELL_DATE:
         try:
-            return xlrd.xldate.xldate_as_datetime(cell.value, book.datemode)
+            return xlrd.xldate.xldate_as_datetime(cell.value, book.datemode), "General"
         except (ValueError, OverflowError, xlrd.xldate.XLDateError):
-            return cell.value
+            return cell.value, "General"
     if kind == xlrd.XL_CELL_BOOLEAN:
-        return bool(cell.value)
+        return bool(cell.value), "General"
     if kind == xlrd.XL_CELL_ERROR:
-        return xlrd.error_text_from_code.get(cell.value, "#ERROR")
-    return cell.value
+        return xlrd.error_text_from_code.get(cell.value, "#ERROR"), "General"
+    if kind != xlrd.XL_CELL_NUMBER:
+        return cell.value, "General"
+    xf = book.xf_list[cell.xf_index] if cell.xf_index is not None else None
+    found = book.format_map.get(xf.format_key) if xf is not None else None
+    return cell.value, found.format_str if found is not None else "General"
 
 
 def _xls_title(data: bytes) -> str:

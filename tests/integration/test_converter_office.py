@@ -154,6 +154,19 @@ def test_excel_workbooks_read_as_excel_shows_them(converter: DocumentConverter) 
         converter.convert(_zip({"a.txt": b"x"}), "broken.xlsx")
 
 
+@pytest.mark.parametrize("name", ["formats.xlsx", "formats.xls"])
+def test_numbers_read_in_their_cells_formats(converter: DocumentConverter, name: str) -> None:
+    """A percentage, decimals, a currency, a negative in parentheses, an accounting zero,
+    millions and scientific notation as the workbook shows them (what LibreOffice's own
+    .ods of it prints, but for digit grouping); a date stays ISO 8601."""
+    assert convert(converter, name).markdown == (
+        "## Results\n| Measure | Value |\n| --- | --- |\n| Growth | 6.3% |\n| Share | 6.25% |\n"
+        "| Weight | 4.00 |\n| Price | 1200.50 € |\n| Refund | (1200.50) |\n| Fee | $- |\n"
+        "| Revenue | 1.2 M |\n| Avogadro | 6.02E+23 |\n| Count | 1235 |\n"
+        "| Opened | 2027-03-01 |"
+    )
+
+
 @pytest.mark.parametrize("name", ["hidden.xlsx", "hidden.xls", "hidden.ods"])
 def test_hidden_sheets_are_left_out(converter: DocumentConverter, name: str) -> None:
     """A hidden sheet's tab is not shown (a lookup table, settings): like Word's hidden text,
