@@ -103,8 +103,9 @@ CODE_EXTENSIONS = (
 # notes as Markdown footnotes; the title they were saved with read), a .doc or .ppt that is
 # really one of them, EPUB (its table of contents left out), web pages and e-mail with an
 # HTML body (a heading's link to itself left out), and ZIP archives. 8: 0.8.12, workbooks
-# (Excel and OpenDocument: hidden sheets left out), and archives, ZIP and tar (which
-# revision 7 missed: a tar archive's PDF or Word members changed with it).
+# (Excel and OpenDocument: hidden sheets left out; Excel's numbers in their cells' number
+# formats), and archives, ZIP and tar (which revision 7 missed: a tar archive's PDF or Word
+# members changed with it).
 CONVERTER_REVISION = 8
 _REVISION_3 = (".md", ".txt", ".csv", ".tsv", *TEXT_EXTENSIONS)
 _REVISION_4 = (".xlsx", ".xls", *CODE_EXTENSIONS)
