@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 import re
-from decimal import ROUND_HALF_UP, Decimal
+from decimal import ROUND_HALF_UP, Decimal, localcontext
 
 # Pieces of a format: quoted text, an escaped character, a bracketed part, padding or fill
 # with the character after it, or one character.
@@ -24,11 +24,15 @@ _CURRENCY = re.compile(r"^\[\$([^-\]]*)(?:-[0-9A-Fa-f]+)?\]$")
 _NOT_NUMBERS = frozenset("dmyhsbgDMYHSBG/@")  # date and time tokens, fractions, text
 _MANTISSA = re.compile(r"^([0#?,]*)(?:\.([0#?]*))?(,*)$")
 _EXPONENT = re.compile(r"^[eE][+-]([0#?]+)$")
+_MAX_DECIMALS = 30  # Excel's own limit
+_MAX_SCALING = 4  # percent signs, or trailing commas: more than any real format has
+# Digits enough for any float written in full (1e308) with the most decimals.
+_PRECISION = 400
 
 
 def displayed(value: float, number_format: str) -> str | None:
     """`value` as `number_format` shows it, or None where the format is not one read here."""
-    if not number_format or number_format.lower() == "general" or not math.isfinite(value):
+    if not number_format or number_format.lower() == "general" or not _finite(value):
         return None
     sections = _sections(number_format)
     if sections is None:
@@ -41,12 +45,22 @@ def displayed(value: float, number_format: str) -> str | None:
         pieces = sections[2]
     elif value < 0:
         sign, value = "-", -value
-    shown = _render(value, pieces)
+    with localcontext() as context:
+        context.prec = _PRECISION
+        shown = _render(value, pieces)
     if shown is None:
         return None
     if sign and any(ch.isdigit() and ch != "0" for ch in shown):
         return sign + shown  # "-$5.00"; a value that rounds to zero shows no sign
     return shown
+
+
+def _finite(value: float) -> bool:
+    """A float's range: a whole number too large for one (a crafted file) is not read."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
 
 
 def _sections(number_format: str) -> list[list[str]] | None:
@@ -96,6 +110,8 @@ def _render(value: float, pieces: list[str]) -> str | None:
         (after if pattern else before).append(text)
     if not pattern:
         return "".join(before)  # text alone ("-" for zero in accounting formats)
+    if percents > _MAX_SCALING:
+        return None
     number = _number(Decimal(repr(value)).scaleb(2 * percents), pattern)
     return None if number is None else "".join(before) + number + "".join(after)
 
@@ -113,6 +129,8 @@ def _number(value: Decimal, pattern: str) -> str | None:
     # part's end, or after the decimals, divide by 1,000 each.
     scale += integer[len(integer.rstrip(",")) :]
     integer = integer.replace(",", "")
+    if len(fraction) > _MAX_DECIMALS or len(scale) > _MAX_SCALING:
+        return None
     value = value.scaleb(-3 * len(scale))
     power = 0
     if exponent:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from services.converter.cellformat import displayed
@@ -72,3 +74,30 @@ def test_other_formats_are_left_to_the_general_format(number_format: str) -> Non
 def test_numbers_that_are_not_finite_are_left_as_they_are() -> None:
     assert displayed(float("inf"), "0.00") is None
     assert displayed(float("nan"), "0%") is None
+
+
+@pytest.mark.parametrize(
+    ("value", "number_format", "shown"),
+    [
+        (1.7976931348623157e308, "0.00", "17976931348623157" + "0" * 292 + ".00"),
+        (5e-324, "0.00E+00", "5.00E-324"),
+        (10**400, "0.00", None),  # a whole number no float holds (a crafted file)
+        (1.5, "0." + "0" * 31, None),  # more decimals than Excel allows
+        (1e12, "0.0,,,,,", None),  # scaled by more than any real format
+    ],
+)
+def test_extremes_are_written_or_left_alone(value: float, number_format: str, shown: str | None):
+    assert displayed(value, number_format) == shown
+
+
+def test_no_format_makes_it_fail() -> None:
+    """A conversion must not fail on a number's format: random formats of the characters
+    formats are made of, over extreme values, give text or None."""
+    rng = random.Random(7)
+    alphabet = '0#?.,%E+-;"\\[]$_* ()abcdmyhs@/<>='
+    values = [0, -1, 0.5, 1e-300, -1e300, 5e-324, 1.7976931348623157e308, 2**60, 10**400]
+    for _ in range(5000):
+        number_format = "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 24)))
+        for value in values:
+            shown = displayed(value, number_format)
+            assert shown is None or isinstance(shown, str)
