@@ -162,7 +162,8 @@ def _xls_cell(book: xlrd.book.Book, cell: xlrd.sheet.Cell) -> tuple[Any, str]:
         return xlrd.error_text_from_code.get(cell.value, "#ERROR"), "General"
     if kind != xlrd.XL_CELL_NUMBER:
         return cell.value, "General"
-    xf = book.xf_list[cell.xf_index] if cell.xf_index is not None else None
+    index = cell.xf_index
+    xf = book.xf_list[index] if index is not None and 0 <= index < len(book.xf_list) else None
     found = book.format_map.get(xf.format_key) if xf is not None else None
     return cell.value, found.format_str if found is not None else "General"
 
