@@ -76,7 +76,7 @@ def _sections(number_format: str) -> list[list[str]] | None:
 
 def _render(value: float, pieces: list[str]) -> str | None:
     """The number laid out by one section: its digit pattern, and the text before and after
-    it (a format with text between digit placeholders is not read here)."""
+    it (a format with text between its digit symbols is not read here)."""
     before: list[str] = []
     after: list[str] = []
     pattern = ""
@@ -125,7 +125,7 @@ def _number(value: Decimal, pattern: str) -> str | None:
     if match is None:
         return None
     integer, fraction, scale = match[1], match[2] or "", match[3]
-    # Commas between digit placeholders group digits (left out); those at the integer
+    # Commas between digit symbols group digits (left out); those at the integer
     # part's end, or after the decimals, divide by 1,000 each.
     scale += integer[len(integer.rstrip(",")) :]
     integer = integer.replace(",", "")
@@ -149,7 +149,7 @@ def _number(value: Decimal, pattern: str) -> str | None:
 
 def _fixed(value: Decimal, integer: str, fraction: str) -> str:
     """`value` (not negative) with the decimals `fraction` asks for: as many as it has
-    placeholders, the trailing zeros of the optional ones (`#`, `?`) dropped."""
+    digit symbols, the trailing zeros of the optional ones (`#`, `?`) dropped."""
     places = len(fraction)
     rounded = value.quantize(Decimal(1).scaleb(-places), rounding=ROUND_HALF_UP)
     whole, _, decimals = f"{rounded:f}".partition(".")
