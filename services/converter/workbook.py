@@ -74,11 +74,9 @@ def xls_markdown(data: bytes, name: str) -> tuple[str, str]:
         sheets = []
         for index in range(book.nsheets):
             sheet = book.sheet_by_index(index)
-            if sheet.visibility:  # 1 hidden, 2 very hidden
-                book.unload_sheet(index)
-                continue
-            values = ([_xls_cell(book, cell) for cell in sheet.row(r)] for r in range(sheet.nrows))
-            sheets.append((sheet.name, _rows(values)))
+            if not sheet.visibility:  # 1 hidden, 2 very hidden: left out
+                rows = ([_xls_cell(book, c) for c in sheet.row(r)] for r in range(sheet.nrows))
+                sheets.append((sheet.name, _rows(rows)))
             book.unload_sheet(index)
         return _markdown(sheets), _xls_title(data)
     finally:
@@ -124,7 +122,7 @@ def _rows(values: Iterable[Iterable[tuple[Any, str]]]) -> Rows:
     return [row[first:] for row in rows]
 
 
-def _text(value: Any, number_format: str = "General") -> str:
+def _text(value: Any, number_format: str) -> str:
     """A cell as Excel shows it: a number in its number format where `cellformat` reads
     that, else as the General format shows it."""
     if value is None:
