@@ -42,6 +42,12 @@ from libs.filters import (
 FILTER_FIELDS = FIELDS
 META_JSON = "meta_json"
 META_LIST = "meta_list"
+# Chunk columns stored as NULL where the contract says 0 (no page, no known line), and read
+# back as 0. Lance takes a few rows of a column whose values are all equal in a data file by
+# decoding that file's whole column (about 3 ms a column at a million rows, on every
+# search's read of its hits), and a column of NULLs does not pay that (docs/benchmarks.md,
+# 0.8.13). A filter compares them as 0, as the contract has it.
+ZERO_AS_NULL = frozenset({"page", "start_line", "end_line"})
 
 _SQL_OPS = {"$eq": "=", "$ne": "<>", "$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}
 
@@ -69,6 +75,8 @@ def _column_literal(condition: Condition, value: Scalar) -> str:
 
 def _column_clause(condition: Condition) -> str:
     column = condition.field
+    if column in ZERO_AS_NULL:
+        column = f"COALESCE({column}, 0)"
     if condition.op == "$in":
         assert isinstance(condition.value, tuple)
         values = ", ".join(_column_literal(condition, v) for v in condition.value)

@@ -283,6 +283,18 @@ async def test_search_scoping_by_library_and_filters(core: IndexCore) -> None:
     ]
     by_source = await core.search(bm25("walrus", filter={"source": "b.md", "library": "land"}))
     assert sources(by_source.results) == [("b.md", 0)]
+    # No page is stored as NULL (`filters.ZERO_AS_NULL`) and still reads and filters as 0.
+    store = await core.start()
+    assert store.state.chunks is not None
+    assert store.state.chunks.count_rows("page IS NULL") == 1
+    assert store.state.chunks.count_rows("page = 0") == 0
+    for unpaged in ({"page": 0}, {"page": {"$lt": 1}}, {"page": {"$in": [0, 7]}}):
+        found = await core.search(bm25("walrus", filter=unpaged))
+        assert sources(found.results) == [("b.md", 0)], unpaged
+    not_two = await core.search(bm25("walrus", filter={"page": {"$ne": 2}}))
+    assert sources(not_two.results) == [("a.pdf", 1), ("b.md", 0)]
+    window = await core.get(by_source.results[0].doc_id, chunk_index=0, context=1)
+    assert window.chunks is not None and [c.page for c in window.chunks] == [0]
 
     vector = encode(unit_vectors(1, seed=5))
     for mode in ("bm25", "vector", "hybrid"):

@@ -45,7 +45,7 @@ def test_nothing_to_filter_gives_no_clause() -> None:
     ("filters", "library", "expected"),
     [
         ({"file_type": "pdf"}, None, "file_type = 'pdf'"),
-        ({"file_type": "pdf", "page": 3}, None, "file_type = 'pdf' AND page = 3"),
+        ({"file_type": "pdf", "page": 3}, None, "file_type = 'pdf' AND COALESCE(page, 0) = 3"),
         ({"chunk_index": 0}, None, "chunk_index = 0"),
         (
             {"last_modified": "2025-01-01T00:00:00+00:00"},
@@ -65,12 +65,12 @@ def test_equality_clauses(filters: dict[str, Any], library: str | None, expected
 @pytest.mark.parametrize(
     ("filters", "expected"),
     [
-        ({"page": {"$eq": 2}}, "page = 2"),
-        ({"page": {"$ne": 2}}, "page <> 2"),
-        ({"page": {"$gt": 2}}, "page > 2"),
-        ({"page": {"$gte": 2, "$lte": 7}}, "page >= 2 AND page <= 7"),
+        ({"page": {"$eq": 2}}, "COALESCE(page, 0) = 2"),
+        ({"page": {"$ne": 2}}, "COALESCE(page, 0) <> 2"),
+        ({"page": {"$gt": 2}}, "COALESCE(page, 0) > 2"),
+        ({"page": {"$gte": 2, "$lte": 7}}, "COALESCE(page, 0) >= 2 AND COALESCE(page, 0) <= 7"),
         ({"chunk_index": {"$lt": 10}}, "chunk_index < 10"),
-        ({"page": {"$in": [1, 3, 5]}}, "page IN (1, 3, 5)"),
+        ({"page": {"$in": [1, 3, 5]}}, "COALESCE(page, 0) IN (1, 3, 5)"),
         ({"file_type": {"$in": ["pdf", "docx"]}}, "file_type IN ('pdf', 'docx')"),
         ({"file_type": {"$ne": "pdf"}}, "file_type <> 'pdf'"),
         (
@@ -131,7 +131,10 @@ def test_metadata_keys_may_hold_dots_and_dashes_as_plain_characters() -> None:
 
 
 def test_the_library_scope_comes_first() -> None:
-    assert compile_filter({"page": {"$gt": 1}}, library="lib") == "library = 'lib' AND page > 1"
+    assert (
+        compile_filter({"page": {"$gt": 1}}, library="lib")
+        == "library = 'lib' AND COALESCE(page, 0) > 1"
+    )
 
 
 def test_every_documented_field_is_filterable() -> None:
@@ -254,8 +257,8 @@ def test_integer_fields_refuse_values_outside_int32(value: int) -> None:
 
 
 def test_integer_bounds_are_accepted() -> None:
-    assert compile_filter({"page": 2**31 - 1}) == f"page = {2**31 - 1}"
-    assert compile_filter({"page": -(2**31)}) == f"page = {-(2**31)}"
+    assert compile_filter({"page": 2**31 - 1}) == f"COALESCE(page, 0) = {2**31 - 1}"
+    assert compile_filter({"page": -(2**31)}) == f"COALESCE(page, 0) = {-(2**31)}"
 
 
 @pytest.mark.parametrize("value", [1, 1.5, True, None, ["pdf"], {"$eq": 1}])

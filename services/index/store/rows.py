@@ -77,6 +77,7 @@ def chunk_rows(request: UpsertRequest, doc_id: str, metadata: str, vectors: Matr
         uncounted, count_tokens([request.chunks[i].text for i in uncounted]), strict=True
     ):
         counts[i] = count
+    # No page and no known line are stored as NULL, not 0 (`filters.ZERO_AS_NULL`).
     columns: dict[str, Any] = {
         # Position, not chunk_index, keys the row: ids stay unique whatever the chunker sent.
         "chunk_id": [f"{doc_id}:{i}" for i in range(n)],
@@ -86,7 +87,7 @@ def chunk_rows(request: UpsertRequest, doc_id: str, metadata: str, vectors: Matr
         "title": [document.title] * n,
         "file_type": [document.file_type] * n,
         "last_modified": [document.last_modified] * n,
-        "page": [c.page for c in request.chunks],
+        "page": [c.page or None for c in request.chunks],
         "chunk_index": [c.chunk_index for c in request.chunks],
         "content": [c.text for c in request.chunks],
         "headings": [list(c.headings) for c in request.chunks],
@@ -95,8 +96,8 @@ def chunk_rows(request: UpsertRequest, doc_id: str, metadata: str, vectors: Matr
             pa.array(np.ascontiguousarray(vectors, dtype=np.float32).ravel()), dim
         ),
         "token_count": counts,
-        "start_line": [c.start_line for c in request.chunks],
-        "end_line": [c.end_line for c in request.chunks],
+        "start_line": [c.start_line or None for c in request.chunks],
+        "end_line": [c.end_line or None for c in request.chunks],
         CJK_TERMS: [cjk.index_terms(c.text) for c in request.chunks],
         META_JSON: pa.array([meta_json] * n, type=pa.json_(pa.utf8())),
         META_LIST: [meta_list] * n,
@@ -123,7 +124,7 @@ def document_chunk(row: dict[str, Any]) -> DocumentChunk:
     return DocumentChunk(
         chunk_index=row["chunk_index"],
         content=row["content"],
-        page=row["page"],
+        page=row["page"] or 0,
         headings=list(row["headings"] or []),
         start_line=row["start_line"] or 0,
         end_line=row["end_line"] or 0,
@@ -138,7 +139,7 @@ def search_hit(row: dict[str, Any], score: float) -> SearchHit:
         library=row["library"],
         file_type=row["file_type"],
         last_modified=row["last_modified"],
-        page=row["page"],
+        page=row["page"] or 0,
         content=row["content"],
         chunk_index=row["chunk_index"],
         metadata=load_metadata(row["metadata"]),

@@ -67,7 +67,8 @@ ADDED_CHUNK_FIELDS = [
     pa.field("token_count", pa.int32()),
     pa.field(META_JSON, pa.json_(pa.utf8())),
     pa.field(META_LIST, pa.list_(pa.string())),
-    # The chunk's first and last line in the Markdown; 0 in rows from before 0.6.0.
+    # The chunk's first and last line in the Markdown; NULL where unknown (rows from before
+    # 0.6.0), stored as 0 until 0.8.13 (`filters.ZERO_AS_NULL`).
     pa.field("start_line", pa.int32()),
     pa.field("end_line", pa.int32()),
     # The chunk's Chinese, Japanese and Korean text as the terms of its own full-text index

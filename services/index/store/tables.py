@@ -241,9 +241,10 @@ def upgrade_chunks(chunks: Table) -> None:
 
     Two commits, each safe to interrupt: adding the columns (NULL in old rows), then one
     merge that fills every row still NULL in one of them: `meta_json` and `meta_list`
-    derived from the `metadata` text the row carries, `start_line` / `end_line` 0
-    (unknown), `token_count` counted with the bundled tokenizer, the measure the converter
-    gives every new chunk (so a budget never meets an uncounted row). `cjk_terms` is added
+    derived from the `metadata` text the row carries, `token_count` counted with the
+    bundled tokenizer, the measure the converter gives every new chunk (so a budget never
+    meets an uncounted row). `start_line` and `end_line` stay NULL: where an old chunk lay
+    in its Markdown was never recorded, and NULL reads as 0, unknown. `cjk_terms` is added
     apart, by an expression that gives "" to every row without CJK text, and its NULL rows
     are filled by a merge of their own (`_fill_cjk_terms`). Run again on the next open, it
     finishes whatever a crash left.
@@ -258,7 +259,7 @@ def upgrade_chunks(chunks: Table) -> None:
     _fill_cjk_terms(chunks)
     unfilled = (
         chunks.search()
-        .where(f"{META_JSON} IS NULL OR token_count IS NULL OR start_line IS NULL")
+        .where(f"{META_JSON} IS NULL OR token_count IS NULL")
         .select(["chunk_id", "metadata", "content", "token_count"])
         .limit(None)
         .to_arrow()
@@ -275,9 +276,6 @@ def upgrade_chunks(chunks: Table) -> None:
         {
             "chunk_id": unfilled["chunk_id"],
             "token_count": pa.array(counts, type=pa.int32()),
-            # Where an old chunk lay in its Markdown was never recorded: 0, unknown.
-            "start_line": pa.array([0] * unfilled.num_rows, type=pa.int32()),
-            "end_line": pa.array([0] * unfilled.num_rows, type=pa.int32()),
             META_JSON: pa.array([d[0] for d in derived], type=pa.json_(pa.utf8())),
             META_LIST: pa.array([d[1] for d in derived], type=pa.list_(pa.string())),
         }
