@@ -26,6 +26,7 @@ from services.index.settings import IndexSettings
 from services.index.store import IndexStore, StoreState, Writes, lance, tables
 from services.index.store.rows import chunk_rows, document_row
 from services.index.store.schema import PENDING
+from services.index.store.state import DocumentColumns
 from services.index.store.writes import guarded_delete
 from tests.index_helpers import DIM, MODEL, unit_vectors, upsert_request
 
@@ -626,7 +627,7 @@ async def test_hits_read_again_from_memory_match_the_stored_rows(tmp_path: Path)
 
 async def test_hits_of_remembered_and_new_documents_together(tmp_path: Path) -> None:
     # A reader opened after a.md was written has it in memory from the start; b.md, written
-    # afterwards by the writer, is read from its chunk rows when a search first finds it.
+    # afterwards by the writer, is read from the documents table when a search first finds it.
     writer = IndexStore(settings_for(tmp_path, index_role="writer"))
     a = writer.upsert(upsert_request("a.md", ["alpha words"], metadata={"k": 1})).doc_id
     reader = IndexStore(settings_for(tmp_path, index_role="reader", index_read_consistency_s=0))
@@ -640,6 +641,24 @@ async def test_hits_of_remembered_and_new_documents_together(tmp_path: Path) -> 
         ("b.md", "Title of b.md", "pdf", "{}"),
     }
     assert set(remembered.get_many([a, b])) == {a, b}
+
+
+async def test_hits_not_in_memory_read_the_documents_table_then_the_chunk_rows(
+    tmp_path: Path,
+) -> None:
+    store = IndexStore(settings_for(tmp_path))
+    a = store.upsert(upsert_request("a.md", ["alpha words"])).doc_id
+    b = store.upsert(upsert_request("b.md", ["beta words"], seed=1)).doc_id
+    documents = store.state.documents
+    assert documents is not None
+    assert ("doc_id",) in {tuple(index.columns) for index in documents.list_indices()}
+    # Told apart by their titles: a's documents row says otherwise than its chunk rows, and
+    # b's documents row is gone (as a delete between a search's reads leaves it).
+    documents.update(where=f"doc_id = '{a}'", values={"title": "From the documents table"})
+    documents.delete(f"doc_id = '{b}'")
+    store.state.hit_documents = DocumentColumns()
+    titles = {h.source: h.title for h in (await store.search(bm25("words", top_k=5))).results}
+    assert titles == {"a.md": "From the documents table", "b.md": "Title of b.md"}
 
 
 async def test_a_reopened_store_knows_every_documents_columns_before_a_search(

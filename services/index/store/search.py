@@ -20,11 +20,11 @@ from libs.errors import InvalidInputError
 from libs.vectors import Matrix, decode
 from services.index.errors import StoreModelMismatch
 from services.index.filters import compile_filter
-from services.index.store import ann, ranking, snapshot
+from services.index.store import ann, lance, ranking, snapshot
 from services.index.store.meta import ModelStamp
 from services.index.store.ranking import Ranked, Row
 from services.index.store.rows import search_hit
-from services.index.store.schema import HIT_CHUNK_COLUMNS, HIT_DOCUMENT_ENTRY
+from services.index.store.schema import HIT_CHUNK_COLUMNS, HIT_DOCUMENT_ENTRY, in_list
 from services.index.store.state import StoreState
 from services.index.store.tables import tables_async
 
@@ -126,8 +126,17 @@ async def materialize(
     if embedded is not None:
         ranking.attach_similarity(rows, embedded, known)
     documents = state.hit_documents.get_many({row["doc_id"] for row in rows})
+    missing = {row["doc_id"] for row in rows} - documents.keys()
+    if missing and state.documents is not None:
+        # One row a document: its columns are cheap to read there, where the chunk rows'
+        # are not when they repeat one value through a large data file (`filters.ZERO_AS_NULL`).
+        found = lance.async_handle(state.documents).query().where(in_list("doc_id", missing))
+        fetched = await found.select(HIT_DOCUMENT_ENTRY).to_arrow()
+        documents.update(state.hit_documents.remember(fetched.to_pylist()))
     first_of: dict[str, int] = {}
     for row in rows:
+        # Not in the documents table as its handle sees it (a write or delete in between):
+        # from the chunk rows of this version.
         if row["doc_id"] not in documents:
             first_of.setdefault(row["doc_id"], row["_rowid"])
     if first_of:
