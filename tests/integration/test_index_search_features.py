@@ -515,6 +515,8 @@ async def test_a_store_from_before_the_filter_columns_is_upgraded_on_open(
         assert names[-6:] == [
             *("token_count", "meta_json", "meta_list", "start_line", "end_line", "cjk_terms")
         ]
+        # Its 0 pages made NULL into a new column, after the old ones (`null_for_zero`).
+        assert names[-7] == "page" and chunks.count_rows("page IS NULL") == 3
         assert chunks.count_rows("cjk_terms = ''") == 3  # none holds CJK text
         # Where an old chunk lay in its Markdown was never recorded: stored NULL, read as 0
         # (the window above), and not taken for a row the upgrade left unfilled.
