@@ -27,6 +27,7 @@ from services.index.store import IndexStore, StoreState, Writes, lance, tables
 from services.index.store.rows import chunk_rows, document_row
 from services.index.store.schema import PENDING
 from services.index.store.state import DocumentColumns
+from services.index.store.tables import indexed_columns
 from services.index.store.writes import guarded_delete
 from tests.index_helpers import DIM, MODEL, unit_vectors, upsert_request
 
@@ -651,7 +652,7 @@ async def test_hits_not_in_memory_read_the_documents_table_then_the_chunk_rows(
     b = store.upsert(upsert_request("b.md", ["beta words"], seed=1)).doc_id
     documents = store.state.documents
     assert documents is not None
-    assert ("doc_id",) in {tuple(index.columns) for index in documents.list_indices()}
+    assert "doc_id" in indexed_columns(documents)
     # Told apart by their titles: a's documents row says otherwise than its chunk rows, and
     # b's documents row is gone (as a delete between a search's reads leaves it).
     documents.update(where=f"doc_id = '{a}'", values={"title": "From the documents table"})

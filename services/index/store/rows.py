@@ -14,7 +14,7 @@ from libs.contracts import DocumentChunk, DocumentInfo, SearchHit, UpsertRequest
 from libs.errors import InvalidInputError
 from libs.modelfiles import count_tokens
 from libs.vectors import Matrix
-from services.index.filters import META_JSON, META_LIST, metadata_columns
+from services.index.filters import META_JSON, META_LIST, ZERO_AS_NULL, metadata_columns
 from services.index.store import cjk
 from services.index.store.schema import CJK_TERMS, DOCUMENTS_SCHEMA, PENDING, chunks_schema
 
@@ -77,7 +77,6 @@ def chunk_rows(request: UpsertRequest, doc_id: str, metadata: str, vectors: Matr
         uncounted, count_tokens([request.chunks[i].text for i in uncounted]), strict=True
     ):
         counts[i] = count
-    # No page and no known line are stored as NULL, not 0 (`filters.ZERO_AS_NULL`).
     columns: dict[str, Any] = {
         # Position, not chunk_index, keys the row: ids stay unique whatever the chunker sent.
         "chunk_id": [f"{doc_id}:{i}" for i in range(n)],
@@ -87,7 +86,7 @@ def chunk_rows(request: UpsertRequest, doc_id: str, metadata: str, vectors: Matr
         "title": [document.title] * n,
         "file_type": [document.file_type] * n,
         "last_modified": [document.last_modified] * n,
-        "page": [c.page or None for c in request.chunks],
+        "page": [c.page for c in request.chunks],
         "chunk_index": [c.chunk_index for c in request.chunks],
         "content": [c.text for c in request.chunks],
         "headings": [list(c.headings) for c in request.chunks],
@@ -96,12 +95,14 @@ def chunk_rows(request: UpsertRequest, doc_id: str, metadata: str, vectors: Matr
             pa.array(np.ascontiguousarray(vectors, dtype=np.float32).ravel()), dim
         ),
         "token_count": counts,
-        "start_line": [c.start_line or None for c in request.chunks],
-        "end_line": [c.end_line or None for c in request.chunks],
+        "start_line": [c.start_line for c in request.chunks],
+        "end_line": [c.end_line for c in request.chunks],
         CJK_TERMS: [cjk.index_terms(c.text) for c in request.chunks],
         META_JSON: pa.array([meta_json] * n, type=pa.json_(pa.utf8())),
         META_LIST: [meta_list] * n,
     }
+    for column in ZERO_AS_NULL:  # no page, no known line: NULL, not 0
+        columns[column] = [value or None for value in columns[column]]
     return pa.table(columns, schema=chunks_schema(dim))
 
 

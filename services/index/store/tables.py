@@ -107,8 +107,8 @@ def _ready(name: str, table: Table, fields: list[pa.Field], indexed: list[str]) 
     names = set(table.schema.names)
     missing = [f.name for f in fields if f.name not in names]
     if indexed:
-        present = {tuple(index.columns) for index in table.list_indices()}
-        missing += [column for column in indexed if (column,) not in present]
+        present = indexed_columns(table)
+        missing += [column for column in indexed if column not in present]
     if missing:
         log.warning(
             f"the {name} table is not ready to read yet (the writer adds it); looking again",
@@ -197,13 +197,18 @@ def adopt_versions(state: StoreState) -> None:
     state.guard.adopt([*both(state), (META, found.get(META)), (JOBS, found.get(JOBS))])
 
 
+def indexed_columns(table: Table) -> set[str]:
+    """The columns that have an index of their own."""
+    return {index.columns[0] for index in table.list_indices() if len(index.columns) == 1}
+
+
 def ensure_chunk_indexes(chunks: Table) -> None:
-    present = {tuple(index.columns) for index in chunks.list_indices()}
-    if ("content",) not in present:
+    present = indexed_columns(chunks)
+    if "content" not in present:
         chunks.create_index("content", config=FTS_CONFIG)
-    if (CJK_TERMS,) not in present:
+    if CJK_TERMS not in present:
         chunks.create_index(CJK_TERMS, config=CJK_FTS_CONFIG)
-    if ("doc_id",) not in present:
+    if "doc_id" not in present:
         chunks.create_index("doc_id", config=BTree())
 
 
@@ -211,7 +216,7 @@ def ensure_document_index(documents: Table) -> None:
     """A B-tree over the documents' doc_id: a search reads the document columns of hits not
     in memory by doc_id (`search.materialize`), as `get` and `delete` do, and a scan for ten
     doc_ids took 10.7 ms at 100,000 documents, 4.0 ms with it (docs/benchmarks.md)."""
-    if ("doc_id",) not in {tuple(index.columns) for index in documents.list_indices()}:
+    if "doc_id" not in indexed_columns(documents):
         documents.create_index("doc_id", config=BTree())
 
 
@@ -253,7 +258,7 @@ def null_for_zero(chunks: Table) -> None:
     (`filters.ZERO_AS_NULL`: Lance reads a few rows of a column of one value by decoding
     all of it). Lance computes the new column from the old one beside it, then the old is
     dropped and the new renamed: three commits, one small data file, no row rewritten and
-    no index touched (0.07 s at a million chunks, docs/benchmarks.md). Safe to interrupt:
+    no index touched (0.13 s at a million chunks, docs/benchmarks.md). Safe to interrupt:
     the next open takes up what it finds. One filtered pass a column per open, after that.
     """
     names = set(chunks.schema.names)
