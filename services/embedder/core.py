@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -28,6 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from libs.contracts import EmbedKind, ModelInfo
+from libs.cpus import usable_cores
 from libs.errors import InvalidInputError
 from libs.lifecycle import AsyncLifecycle
 from libs.vectors import Matrix
@@ -187,10 +187,11 @@ class EmbedderCore(AsyncLifecycle):
 
 
 def document_threads(settings: EmbedderSettings) -> int | None:
-    """ONNX threads of one document model call: EMBED_THREADS (default every core) shared
-    by the EMBED_DOCUMENT_CALLS that run at once; ONNX Runtime's own default for one call."""
+    """ONNX threads of one document model call: EMBED_THREADS (default every usable core,
+    `libs.cpus`) shared by the EMBED_DOCUMENT_CALLS that run at once; ONNX Runtime's own
+    default for one call."""
     calls = settings.embed_document_calls
     if calls == 1:
         return settings.embed_threads
-    total = settings.embed_threads or len(os.sched_getaffinity(0))
+    total = settings.embed_threads or usable_cores()
     return max(1, total // calls)

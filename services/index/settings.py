@@ -109,6 +109,14 @@ class IndexSettings(CommonSettings):
         ge=1,
         description="Candidates re-ranked with exact distances, as a multiple of the limit",
     )
+    index_cpu_threads: int = Field(
+        default=0,
+        ge=0,
+        description="Threads of LanceDB's compute pool (search legs, index builds, compaction); "
+        "0: every core up to two, and every core less two on machines of more than four "
+        "(LanceDB's own default is one thread on two or three cores, which runs a hybrid "
+        "search's two legs one after the other). LANCE_CPU_THREADS, if set, wins",
+    )
     index_cache_mb: int = Field(
         default=512, ge=8, description="LanceDB index cache (IVF partitions, FTS, B-trees), MiB"
     )

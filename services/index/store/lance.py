@@ -1,4 +1,5 @@
-"""The one place the store reaches inside LanceDB: the async handle of a sync table.
+"""The one place the store reaches inside LanceDB: the async handle of a sync table, and the
+size of Lance's compute pool (`size_compute_pool`).
 
 The store writes through LanceDB's synchronous API (in worker threads, under its write lock)
 and reads through the asynchronous one (awaited on the service's loop, see `snapshot`). A
@@ -19,7 +20,11 @@ If LanceDB renames the attribute, `async_handle` fails loudly and every search t
 
 from __future__ import annotations
 
+import os
+
 from lancedb.table import AsyncTable, Table
+
+from libs.cpus import usable_cores
 
 
 def async_handle(table: Table) -> AsyncTable:
@@ -28,3 +33,30 @@ def async_handle(table: Table) -> AsyncTable:
     if not isinstance(handle, AsyncTable):
         raise TypeError(f"LanceDB's Table._table is a {type(handle).__name__}, not an AsyncTable")
     return handle
+
+
+# Lance's own default for its compute pool reserves two cores for I/O and keeps at least one.
+_IO_CORES = 2
+
+
+def compute_threads(setting: int, cores: int) -> int:
+    """The compute pool's size for `INDEX_CPU_THREADS` = `setting` on `cores` usable cores
+    (`libs.cpus`, a container's CPU limit included): the setting, or for 0 every core up to
+    two and every core less two beyond four."""
+    if setting:
+        return setting
+    return max(min(cores, _IO_CORES), cores - _IO_CORES)
+
+
+def size_compute_pool(setting: int) -> str:
+    """Size Lance's compute pool, which runs the CPU work of searches (each leg of a hybrid
+    search), index builds and compaction; the size in effect (LANCE_CPU_THREADS).
+
+    Lance reads LANCE_CPU_THREADS once per process, when its first compute task starts, and
+    without it takes every core less two and at least one: one thread on two or three cores,
+    so a hybrid search's full-text and vector legs run one after the other even when the
+    other core is idle (at a million chunks on two cores, 19.5 ms for the two legs side by
+    side with one thread, 16.9 ms with two; docs/benchmarks.md). A LANCE_CPU_THREADS already
+    in the environment is kept, and a pool already running keeps its size."""
+    threads = compute_threads(setting, usable_cores())
+    return os.environ.setdefault("LANCE_CPU_THREADS", str(threads))

@@ -20,7 +20,7 @@ import lancedb
 from lancedb.table import Table
 
 from services.index.settings import IndexSettings
-from services.index.store import location
+from services.index.store import lance, location
 from services.index.store.meta import ModelStamp
 from services.index.store.schema import HIT_DOCUMENT_COLUMNS
 from services.index.store.writer_guard import WriterGuard
@@ -101,6 +101,7 @@ class StoreState:
         self.read_only = settings.index_role == "reader"
         # A writer refuses to write once it sees a commit it did not make (`writer_guard`).
         self.guard = WriterGuard(self.uri, enabled=not self.read_only)
+        lance.size_compute_pool(settings.index_cpu_threads)
         # Bounded caches: Lance's defaults let index and manifest caches grow with every
         # table version a busy ingest writes.
         session = lancedb.Session(
