@@ -19,7 +19,8 @@ store = IndexStore(IndexSettings(lancedb_uri=sys.argv[1], index_cpu_threads=int(
 store.upsert(upsert_request("a.md", ["walrus one", "walrus two"], seed=1))
 store.optimize()
 asyncio.run(store.search(IndexSearchRequest(query="walrus", top_k=2, mode="bm25")))
-names = [open(f"/proc/self/task/{task}/comm").read().strip() for task in os.listdir("/proc/self/task")]
+tasks = os.listdir("/proc/self/task")
+names = [open(f"/proc/self/task/{task}/comm").read().strip() for task in tasks]
 print(os.environ["LANCE_CPU_THREADS"], names.count("lance-cpu"))
 """
 
