@@ -113,7 +113,8 @@ class IndexSettings(CommonSettings):
         default=0,
         ge=0,
         description="Threads of LanceDB's compute pool (search legs, index builds, compaction); "
-        "0: every core up to two, and every core less two on machines of more than four "
+        "0: every usable core up to two (a container's CPU limit counts), and every core less "
+        "two on machines of more than four "
         "(LanceDB's own default is one thread on two or three cores, which runs a hybrid "
         "search's two legs one after the other). LANCE_CPU_THREADS, if set, wins",
     )
