@@ -57,6 +57,8 @@ def size_compute_pool(setting: int) -> str:
     so a hybrid search's full-text and vector legs run one after the other even when the
     other core is idle (at a million chunks on two cores, 19.5 ms for the two legs side by
     side with one thread, 16.9 ms with two; docs/benchmarks.md). A LANCE_CPU_THREADS already
-    in the environment is kept, and a pool already running keeps its size."""
+    in the environment is kept, and a pool already running keeps its size. The variable is
+    set in this process's environment, the only place Lance reads it, so processes started
+    from this one inherit it (an index process starts none)."""
     threads = compute_threads(setting, usable_cores())
     return os.environ.setdefault("LANCE_CPU_THREADS", str(threads))
