@@ -105,9 +105,17 @@ class IndexSettings(CommonSettings):
         "as the index grows",
     )
     index_vector_refine_factor: int = Field(
-        default=2,
+        default=1,
         ge=1,
-        description="Candidates re-ranked with exact distances, as a multiple of the limit",
+        description="Candidates re-ranked with exact distances, as a multiple of the limit "
+        "(1: the limit's own, so every distance returned is exact)",
+    )
+    index_vector_deltas: int = Field(
+        default=8,
+        ge=1,
+        description="Delta segments the vector index may hold before a fold merges them into "
+        "one: each fold adds one, searched apart (about 0.3 ms a search each at a million "
+        "chunks), and the fold after a merge compacts their rows",
     )
     index_cpu_threads: int = Field(
         default=0,

@@ -8,7 +8,8 @@ index service processes (`serve index`) over HTTP, their store at `s3://bucket/p
 - one writer and two readers: readers see a new document within INDEX_READ_CONSISTENCY_S and
   refuse writes with 405 `read_only_replica`;
 - two writers on one store (a misconfiguration): the one that meets the other's commits
-  refuses every write with 409 `concurrent_writer`, the other goes on, nothing is lost.
+  refuses every write with 409 `concurrent_writer`, the other goes on, nothing is lost;
+- the vector index's delta segments are merged there too (Lance's own API, not LanceDB's).
 """
 
 from __future__ import annotations
@@ -122,6 +123,33 @@ async def test_store_search_get_replace_delete_on_s3(s3: S3Server, tmp_path: Pat
         ready = httpx.get(index.url + "/readyz", timeout=10).json()
         assert ready["status"] == "ready"
     said = (tmp_path / "index.log").read_text() + (tmp_path / "index-again.log").read_text()
+    assert SECRET_ACCESS_KEY not in said and ACCESS_KEY_ID not in said
+
+
+async def test_the_vector_index_delta_segments_are_merged_on_s3(
+    s3: S3Server, tmp_path: Path
+) -> None:
+    # The merge goes through Lance's own API (`ann.merge_deltas`), with the connection's
+    # storage options: it must reach the store as LanceDB does.
+    env = s3.bucket() | {"INDEX_VECTOR_INDEX_MIN_ROWS": "256", "INDEX_VECTOR_DELTAS": "1"}
+    with index_process(env, tmp_path, "index") as index:
+        async with aclosing(client(index)) as store:
+            texts = [f"alpha {i}" for i in range(300)]
+            await store.upsert(upsert_request("base.md", texts, seed=10))
+            written = []
+            for d in range(4):
+                assert httpx.post(index.url + "/optimize", timeout=60).status_code == 200
+                written.append(
+                    await store.upsert(upsert_request(f"d{d}.md", ["beta"], seed=20 + d))
+                )
+            assert httpx.post(index.url + "/optimize", timeout=60).status_code == 200
+            for d, document in enumerate(written):
+                query = IndexSearchRequest(
+                    query="", vector_b64=encode(unit_vectors(1, 20 + d)), top_k=1, mode="vector"
+                )
+                assert [h.doc_id for h in (await store.search(query)).results] == [document.doc_id]
+    said = (tmp_path / "index.log").read_text()
+    assert "merged the vector index's delta segments" in said, said[-3000:]
     assert SECRET_ACCESS_KEY not in said and ACCESS_KEY_ID not in said
 
 

@@ -154,3 +154,48 @@ async def test_probes_are_a_share_of_the_partitions_once_that_is_more_than_the_m
     for version in (7, 7, 7, 8):
         await ann.nprobes(state, cast(AsyncTable, table), version, None)
     assert table.counts == 2
+
+
+async def test_a_fold_merges_the_vector_index_delta_segments_past_the_setting(
+    tmp_path: Path,
+) -> None:
+    # Each fold indexes its new rows in a delta segment of their own; past
+    # INDEX_VECTOR_DELTAS of them the fold merges them, and the build's segment stays.
+    settings = IndexSettings(
+        lancedb_uri=str(tmp_path / "db"), index_vector_index_min_rows=600, index_vector_deltas=2
+    )
+    vectors = clustered(1200, 5)
+    segments: list[int | None] = []
+    fragments: list[int] = []
+    async with IndexCore(settings) as core:
+        await core.upsert(
+            upsert_request("src-0", [f"chunk {i}" for i in range(600)], vectors=vectors[:600])
+        )
+        await core.optimize()
+        assert core.store is not None
+        chunks = core.store.state.chunks
+        assert chunks is not None and core.store.state.ivf_partitions > 0
+        name = ann.vector_index_name(chunks)
+        assert name is not None
+        for d in range(1, 7):
+            part = vectors[500 + 100 * d : 600 + 100 * d]
+            texts = [f"doc {d} chunk {i}" for i in range(100)]
+            await core.upsert(upsert_request(f"src-{d}", texts, vectors=part))
+            await core.optimize()
+            segments.append(chunks.index_stats(name).num_indices)  # type: ignore[union-attr]
+            fragments.append(chunks.stats()["fragment_stats"]["num_fragments"])
+        # Every row of every fold is still found: each document's first chunk is its own
+        # nearest neighbour.
+        for d in range(1, 7):
+            query = vectors[500 + 100 * d][None, :]
+            found = await core.search(
+                IndexSearchRequest(query="", vector_b64=encode(query), top_k=1, mode="vector")
+            )
+            assert [(h.source, h.chunk_index) for h in found.results] == [(f"src-{d}", 0)]
+    # One more segment a fold, the deltas merged into one when a third appears: never more
+    # than the build's and two deltas (Lance's first fold after this small build joins its
+    # partitions and merges by itself, hence one segment then).
+    assert segments == [1, 2, 3, 2, 3, 2], segments
+    # A merged segment's adjacent fragments are compacted by the next fold, so they do not
+    # pile up as one fragment a fold (seven after six folds without merging).
+    assert fragments[-1] <= 5, fragments

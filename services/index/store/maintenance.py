@@ -97,7 +97,8 @@ def documents_due(state: StoreState) -> bool:
 
 def optimize(state: StoreState, only: Collection[str] | None = None) -> None:
     """Compact small files and fold new rows into the indexes, incrementally; build the
-    vector index when the table has grown enough (`ann.maybe_build`). Writes go on
+    vector index when the table has grown enough (`ann.maybe_build`) and merge its delta
+    segments when they are many (`ann.merge_deltas`). Writes go on
     meanwhile (see the module docstring); one fold runs at a time. `only` limits it to
     those tables (the documents table's own fold)."""
     retention = timedelta(seconds=state.settings.index_version_retention_s)
@@ -118,6 +119,7 @@ def optimize(state: StoreState, only: Collection[str] | None = None) -> None:
                 _fold_with_retries(name, table, keep)
                 if name == CHUNKS:
                     ann.maybe_build(state, table)
+                    ann.merge_deltas(state, table)
         finally:
             with state.write_lock:
                 # Brings the write handles to the fold's last commits and records them.
