@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed-stamp
 UV_VERSION := 0.13.9
 
 .DEFAULT_GOAL := help
-.PHONY: help install lock ts-client oauth-harness sync-client fmt lint typecheck test test-unit test-integration test-e2e up down status logs bench bench-quality bench-perf bench-load bench-interference bench-scale bench-scale-s3 bench-large-document bench-pdf-sections bench-ingest bench-chunking clean
+.PHONY: help install lock ts-client oauth-harness sync-client fmt lint typecheck test test-unit test-integration test-e2e up down status logs bench bench-quality bench-perf bench-load bench-interference bench-scale bench-folds bench-scale-s3 bench-large-document bench-pdf-sections bench-ingest bench-chunking clean
 
 help: ## List the targets
 	@grep -hE '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -98,10 +98,11 @@ bench: bench-quality bench-perf bench-load ## Run every benchmark (slow; not par
 bench-quality: install ## Retrieval quality on a BEIR set (DATASET=path, default shared SciFact)
 	$(PY) -m bench.quality $(or $(DATASET),../shared/data/retrieval/scifact)
 
-bench-perf: install ## Throughput, growth, search latency at 10k/100k chunks, memory, ANN recall (PERF_ARGS=...), then the ingest's tokens/s against the model's (bench-ingest), then bench-scale (1M chunks)
+bench-perf: install ## Throughput, growth, search latency at 10k/100k chunks, memory, ANN recall (PERF_ARGS=...), then the ingest's tokens/s against the model's (bench-ingest), then bench-scale (1M chunks) and bench-folds
 	$(PY) -m bench.perf $(PERF_ARGS)
 	$(MAKE) bench-ingest
 	$(MAKE) bench-scale
+	$(MAKE) bench-folds
 
 clean: down ## Remove the environment and local data
 	rm -rf $(VENV) var

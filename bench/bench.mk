@@ -17,6 +17,9 @@ bench-scale: install ## A million chunks: build the table once under var/bench/s
 	nice -n 10 $(PY) -m bench.scale build $(SCALE_BUILD_ARGS)
 	$(PY) -m bench.scale measure $(SCALE_ARGS)
 
+bench-folds: install ## Search as the library keeps changing: index search p50 fold after fold on copies of the 1M table, merging the vector index's delta segments and not (FOLDS_ARGS="--folds 24 --every 8")
+	$(PY) -m bench.folds $(FOLDS_ARGS)
+
 bench-scale-s3: install ## The index on a local S3 server (ministack): warm search, a cold reader, searches/s with 0-2 readers (S3_ARGS=...)
 	$(PY) -m bench.scale_s3 $(S3_ARGS)
 

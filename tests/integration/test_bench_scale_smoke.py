@@ -2,8 +2,9 @@
 three prose documents, a 400-chunk "large" table built through the index service's API (with
 an approximate vector index from 256 rows), then `measure` beside a 300-chunk table: MCP
 searches, listings, recall against exact search read in blocks, the in-process index build,
-and real documents ingested into both and deleted again. Only the report's shape and sanity
-are checked here: the goals live in the benchmark itself."""
+and real documents ingested into both and deleted again; then `bench.folds` on copies of the
+toy table, one merging the vector index's delta segments after every second, one never.
+Only the report's shape and sanity are checked here: the goals live in the benchmarks."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from bench import scale
+from bench import folds, scale
 from services.entrypoints.cluster import local_env, running
 from tests.conftest import SCIFACT
 
@@ -52,6 +53,24 @@ def test_scale_benchmark_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert memory["searching"]["index"] > 20
 
     # The ingested documents were deleted again: the tables keep the size they were built to.
+    with running(local_env(var / "large", LOG_LEVEL="WARNING")) as cluster:
+        info = httpx.get(cluster.index + "/info", timeout=30).json()
+    assert info["chunks"] == 400
+
+    # bench.folds on copies of it: the table given is left as it was.
+    out = tmp_path / "folds.json"
+    run = ["--table", str(var / "large"), "--folds", "3", "--every", "2", "--chunks", "20"]
+    assert folds.main([*run, "--queries", "4", "--deltas", "1", "--json", str(out)]) == 0
+    capsys.readouterr()
+    report = json.loads(out.read_text())
+    assert [point["folds"] for point in report["checkpoints"]] == [0, 2, 3]
+    for point in report["checkpoints"]:
+        assert set(point["p50_ms"]) == {"merging", "not_merging"}
+        assert all(v > 0 for v in point["p50_ms"].values())
+    assert all(len(f["each"]) == 3 for f in report["fold_seconds"].values())
+    layout = report["layout_after"]
+    assert layout["merging"]["vector_segments"] < layout["not_merging"]["vector_segments"]
+    assert all(mb > 20 for mb in report["index_rss_peak_mb_while_folding"].values())
     with running(local_env(var / "large", LOG_LEVEL="WARNING")) as cluster:
         info = httpx.get(cluster.index + "/info", timeout=30).json()
     assert info["chunks"] == 400
