@@ -3,11 +3,14 @@ current by optimize, found again after a restart, and close to exact search."""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
+from types import SimpleNamespace
 from typing import cast
 
 import numpy as np
-from lancedb.table import AsyncTable
+import pytest
+from lancedb.table import AsyncTable, Table
 
 from libs.contracts import IndexSearchRequest
 from libs.vectors import encode
@@ -199,3 +202,26 @@ async def test_a_fold_merges_the_vector_index_delta_segments_past_the_setting(
     # A merged segment's adjacent fragments are compacted by the next fold, so they do not
     # pile up as one fragment a fold (seven after six folds without merging).
     assert fragments[-1] <= 5, fragments
+
+
+class _Unmergeable:
+    """A chunks table with a vector index of four delta segments whose merge fails."""
+
+    def list_indices(self) -> list[SimpleNamespace]:
+        return [SimpleNamespace(name="vector_idx", columns=["vector"])]
+
+    def index_stats(self, name: str) -> SimpleNamespace:
+        return SimpleNamespace(num_indices=5)
+
+    def to_lance(self) -> None:
+        raise OSError("the store cannot be reached")
+
+
+def test_a_merge_that_fails_leaves_the_fold_standing(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    state = StoreState(IndexSettings(lancedb_uri=str(tmp_path / "db"), index_vector_deltas=2))
+    with caplog.at_level(logging.WARNING, logger="services.index.store.ann"):
+        ann.merge_deltas(state, cast(Table, _Unmergeable()))
+    assert "could not merge the vector index's delta segments" in caplog.text
+    assert "the store cannot be reached" in caplog.text

@@ -124,15 +124,23 @@ def maybe_build(state: StoreState, chunks: Table) -> None:
 def merge_deltas(state: StoreState, chunks: Table) -> None:
     """Merge the vector index's delta segments into one once there are more than
     `INDEX_VECTOR_DELTAS` of them (see the module docstring). Runs from `optimize`, after
-    the fold, on the fold's handle; an index commit, as the fold's own are."""
+    the fold, on the fold's handle; an index commit, as the fold's own are. A merge that
+    fails (a commit conflict Lance could not rebase, the store unreachable) leaves the
+    segments as they were for the next fold, and the fold itself stands."""
     name = vector_index_name(chunks)
     stats = chunks.index_stats(name) if name else None
     deltas = (stats.num_indices or 1) - 1 if stats else 0
     if name is None or deltas <= state.settings.index_vector_deltas:
         return
     started = time.perf_counter()
-    # The segments merged are the latest `deltas`: every one but the build's.
-    chunks.to_lance().optimize.optimize_indices(num_indices_to_merge=deltas, index_names=[name])
+    try:
+        # The segments merged are the latest `deltas`: every one but the build's.
+        dataset = chunks.to_lance()
+        dataset.optimize.optimize_indices(num_indices_to_merge=deltas, index_names=[name])
+    except Exception:
+        # Nothing is lost: the segments stay as they were, and the next fold tries again.
+        log.warning("could not merge the vector index's delta segments", exc_info=True)
+        return
     log.info(
         "merged the vector index's delta segments",
         extra={"fields": {"segments": deltas, "seconds": round(time.perf_counter() - started, 2)}},
