@@ -24,6 +24,7 @@ deleted afterwards; the table given is not touched.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import shutil
 import sys
 import tempfile
@@ -37,7 +38,7 @@ import numpy as np
 from bench.beir import load
 from bench.cli import command_line, write_json
 from bench.perf_corpus import SCIFACT, bulk_body
-from bench.perf_measure import MemorySampler, percentile
+from bench.perf_measure import MemorySampler, index_search, percentile
 from bench.scale import base_material, load_avg
 from services.entrypoints.cluster import LocalCluster, local_env, running
 
@@ -63,9 +64,8 @@ def searches(
         for n, (query, vector) in enumerate(zip(queries, vectors, strict=True)):
             names = list(clusters) if n % 2 == 0 else list(reversed(clusters))
             for name in names:
-                body = {"query": query, "vector_b64": vector, "top_k": 10}
                 started = time.perf_counter()
-                client.post(clusters[name].index + "/search", json=body).raise_for_status()
+                index_search(client, clusters[name], query, vector)
                 took[name].append(time.perf_counter() - started)
     return {name: round(1000 * percentile(values, 0.5), 2) for name, values in took.items()}
 
@@ -103,25 +103,21 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             checkpoints = [{"folds": 0, "p50_ms": searches(clusters, queries, vectors)}]
             fold_s: dict[str, list[float]] = {name: [] for name in clusters}
             samplers = {name: index_sampler(cluster) for name, cluster in clusters.items()}
-            for sampler in samplers.values():
-                sampler.__enter__()
-            try:
-                with httpx.Client(timeout=None) as client:
-                    for fold in range(1, args.folds + 1):
-                        body = bulk_body(texts, base_vectors, rng, args.chunks, tokens)
-                        for name, cluster in clusters.items():
-                            client.post(cluster.index + "/documents", json=body).raise_for_status()
-                            started = time.perf_counter()
-                            client.post(cluster.index + "/optimize").raise_for_status()
-                            fold_s[name].append(round(time.perf_counter() - started, 2))
-                        if fold % args.every == 0 or fold == args.folds:
-                            checkpoints.append(
-                                {"folds": fold, "p50_ms": searches(clusters, queries, vectors)}
-                            )
-                            print(checkpoints[-1], file=sys.stderr, flush=True)
-            finally:
+            with contextlib.ExitStack() as sampling, httpx.Client(timeout=None) as client:
                 for sampler in samplers.values():
-                    sampler.__exit__()
+                    sampling.enter_context(sampler)
+                for fold in range(1, args.folds + 1):
+                    body = bulk_body(texts, base_vectors, rng, args.chunks, tokens)
+                    for name, cluster in clusters.items():
+                        client.post(cluster.index + "/documents", json=body).raise_for_status()
+                        started = time.perf_counter()
+                        client.post(cluster.index + "/optimize").raise_for_status()
+                        fold_s[name].append(round(time.perf_counter() - started, 2))
+                    if fold % args.every == 0 or fold == args.folds:
+                        checkpoints.append(
+                            {"folds": fold, "p50_ms": searches(clusters, queries, vectors)}
+                        )
+                        print(checkpoints[-1], file=sys.stderr, flush=True)
         first = checkpoints[0]["p50_ms"]
         for point in checkpoints:
             point["to_start"] = {n: round(v / first[n], 3) for n, v in point["p50_ms"].items()}

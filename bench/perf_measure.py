@@ -163,7 +163,7 @@ def hop_latencies(cluster: LocalCluster, queries: list[str]) -> dict[str, float]
         index_alone: list[float] = []
         for q, vector in zip(queries, vectors, strict=True):
             t0 = time.perf_counter()
-            _index_search(client, cluster, q, vector)
+            index_search(client, cluster, q, vector)
             index_alone.append(time.perf_counter() - t0)
     return {
         "embed_query_p50_ms": 1000 * percentile(embed, 0.5),
@@ -172,7 +172,8 @@ def hop_latencies(cluster: LocalCluster, queries: list[str]) -> dict[str, float]
     }
 
 
-def _index_search(client: httpx.Client, cluster: LocalCluster, q: str, vector: str) -> None:
+def index_search(client: httpx.Client, cluster: LocalCluster, q: str, vector: str) -> None:
+    """One hybrid search (top_k 10) straight to the index, the query already embedded."""
     body = {"query": q, "vector_b64": vector, "top_k": 10}
     client.post(cluster.index + "/search", json=body).raise_for_status()
 
@@ -185,7 +186,7 @@ def _direct_search(client: httpx.Client, cluster: LocalCluster, q: str) -> tuple
     t1 = time.perf_counter()
     reply.raise_for_status()
     vector: str = reply.json()["vectors_b64"]
-    _index_search(client, cluster, q, vector)
+    index_search(client, cluster, q, vector)
     return t1 - t0, time.perf_counter() - t1, vector
 
 

@@ -20,15 +20,20 @@ import ctypes.util
 import logging
 import os
 
+from libs.cpus import usable_cores
+
 log = logging.getLogger(__name__)
 
 # glibc's mallopt parameter for the number of arenas (malloc.h).
 _M_ARENA_MAX = -8
 
 
-def limit_arenas(count: int) -> int | None:
-    """Cap glibc's malloc at `count` arenas (see the module docstring); the cap in effect,
-    None where it cannot be set (not glibc) or the environment already sets it."""
+def limit_arenas(count: int | None = None) -> int | None:
+    """Cap glibc's malloc at `count` arenas, by default one per usable core and at least two
+    (see the module docstring); the cap in effect, None where it cannot be set (not glibc) or
+    the environment already sets it."""
+    if count is None:
+        count = max(2, usable_cores())
     if "MALLOC_ARENA_MAX" in os.environ:
         return None
     name = ctypes.util.find_library("c")

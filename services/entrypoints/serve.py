@@ -13,7 +13,6 @@ import uvicorn
 from fastapi import FastAPI
 from pydantic import ValidationError
 
-from libs.cpus import usable_cores
 from libs.errors import MvdbError, invalid_input
 from libs.malloc import limit_arenas
 from libs.telemetry import configure_logging
@@ -37,8 +36,8 @@ def build(service: str) -> tuple[FastAPI, str, int]:
         configure_logging(service, es.log_level)
         return embedder_app(es), es.bind_host, es.embedder_port
     if service == "index":
-        # Before LanceDB is imported and starts its threads: one heap per usable core.
-        limit_arenas(max(2, usable_cores()))
+        # Before LanceDB is imported and starts its threads (`libs.malloc`).
+        limit_arenas()
         from services.index.app import create_app as index_app
         from services.index.settings import IndexSettings
 

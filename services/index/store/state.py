@@ -19,7 +19,6 @@ from typing import Any
 import lancedb
 from lancedb.table import Table
 
-from libs.cpus import usable_cores
 from libs.malloc import limit_arenas
 from services.index.settings import IndexSettings
 from services.index.store import lance, location
@@ -106,7 +105,7 @@ class StoreState:
         lance.size_compute_pool(settings.index_cpu_threads)
         # One heap per usable core (`libs.malloc`); the service sets it before importing
         # LanceDB already, this is for the in-process store (stdio, the CLI).
-        limit_arenas(max(2, usable_cores()))
+        limit_arenas()
         # Bounded caches: Lance's defaults let index and manifest caches grow with every
         # table version a busy ingest writes.
         session = lancedb.Session(
