@@ -2,7 +2,8 @@
 
 Requests are queued and cut into slices of at most `embed_coalesce_texts` texts. Queries and
 documents have lanes of their own, each with its own worker and its own ONNX session
-(`EMBED_QUERY_SESSION`, on by default): a query is embedded at once by the query session,
+(`EMBED_QUERY_SESSION`, on by default): a query is embedded at once by the query session
+(on a graph with 8-bit matrix products, `EMBED_QUERY_INT8`: `querygraph`),
 beside a document batch that may be running, instead of waiting for that batch to finish (a
 document model call of 16 texts takes most of a second on two cores, a query a few
 milliseconds). Document slices are gathered across requests, so that many small requests
@@ -73,14 +74,15 @@ class EmbedderCore(AsyncLifecycle):
         self._model = self._load(document_threads(settings), calls)
         self._pending: dict[EmbedKind, deque[_Slice]] = {"query": deque(), "document": deque()}
         if settings.embed_query_session:
-            queries = _Lane(self._load(settings.embed_query_threads), ("query",))
+            query_model = self._load(settings.embed_query_threads, int8=settings.embed_query_int8)
+            queries = _Lane(query_model, ("query",))
             documents = _Lane(self._model, ("document",), calls)
             self._lanes = {"query": queries, "document": documents}
         else:
             shared = _Lane(self._model, ("query", "document"), calls)
             self._lanes = {"query": shared, "document": shared}
 
-    def _load(self, threads: int | None, calls: int = 1) -> Embedder:
+    def _load(self, threads: int | None, calls: int = 1, *, int8: bool = False) -> Embedder:
         settings = self.settings
         return Embedder(
             settings.embedding_model,
@@ -90,6 +92,7 @@ class EmbedderCore(AsyncLifecycle):
             threads=threads,
             spin_threads=settings.embed_spin_threads,
             calls=calls,
+            int8_queries=int8,
         )
 
     def lane_model(self, kind: EmbedKind) -> Embedder:

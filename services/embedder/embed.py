@@ -27,6 +27,7 @@ from libs.errors import InvalidInputError
 from libs.modelfiles import ModelFilesError, assemble_bundled_model
 from libs.settings import DEFAULT_MODEL
 from libs.vectors import Matrix
+from services.embedder.querygraph import query_graph
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +86,7 @@ class Embedder:
         threads: int | None = None,
         spin_threads: bool = False,
         calls: int = 1,
+        int8_queries: bool = False,
     ) -> None:
         from fastembed import TextEmbedding
         from fastembed.text.onnx_embedding import OnnxTextEmbedding
@@ -108,9 +110,10 @@ class Embedder:
         if not isinstance(inner, OnnxTextEmbedding):
             raise ModelFilesError(f"{self.spec.name} is not an ONNX text embedding model")
         inner._ensure_tokenizer()
-        inner.model = _session(
-            model_dir / inner.model_description.model_file, threads, spin_threads
-        )
+        model_file = model_dir / inner.model_description.model_file
+        if int8_queries:
+            model_file = query_graph(model_file, cache_dir)
+        inner.model = _session(model_file, threads, spin_threads)
         assert inner.tokenizer is not None
         inner.tokenizer.enable_truncation(max_length=self.spec.max_tokens)
         self._slots = threading.BoundedSemaphore(calls)
@@ -120,6 +123,7 @@ class Embedder:
                 "fields": {
                     "model": self.spec.name,
                     "dim": self.spec.dim,
+                    "graph": model_file.name,
                     "seconds": round(time.perf_counter() - started, 3),
                 }
             },

@@ -66,6 +66,13 @@ class EmbedderSettings(CommonSettings):
         le=256,
         description="ONNX threads of the query session (a query is a few dozen tokens)",
     )
+    embed_query_int8: bool = Field(
+        default=True,
+        description="The query session runs the model's matrix products on 8-bit weights with "
+        "int8 arithmetic (a graph derived once at start and kept under VAR_DIR/models): about "
+        "20 % faster a query, vectors within cosine 0.998 of the model's own; documents always "
+        "use the model's own graph",
+    )
     embed_max_texts: int = Field(default=4096, ge=1)
     embed_max_body_bytes: int = Field(
         default=32 * 1024 * 1024,

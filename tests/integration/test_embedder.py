@@ -90,8 +90,11 @@ async def test_http_api_through_the_typed_client(settings: EmbedderSettings) -> 
             384,
             256,
         )
-        vectors = await client.embed(["hello world"], "query")
+        vectors = await client.embed(["hello world"], "document")
         np.testing.assert_allclose(vectors[0][:6], GOLDEN_HELLO, atol=2e-3)
+        # A query runs on the 8-bit graph (`querygraph`): next to the model's own vector.
+        query = await client.embed(["hello world"], "query")
+        assert float(query[0] @ vectors[0]) > 0.998
         empty = await client.embed([], "document")
         assert empty.shape == (0, 384)
         with pytest.raises(InvalidInputError, match="kind"):
