@@ -337,6 +337,21 @@ def test_every_container_is_healthy_non_root_and_read_only(stack: Stack) -> None
         assert probe["data"] == ("ok" if service == "index" else "Read-only file system")
 
 
+def test_the_embedder_derives_its_query_graph_on_the_read_only_image(stack: Stack) -> None:
+    """The 8-bit query graph (`services.embedder.querygraph`) is derived into the memory-backed
+    VAR_DIR at start and loaded: the image carries what deriving needs, so queries do not fall
+    back to the model's own graph unnoticed."""
+    container = stack.compose.container("embedder")
+    logged = stack.docker("logs", container, check=False)
+    lines = [json.loads(x) for x in (logged.stdout + logged.stderr).splitlines() if x[:1] == "{"]
+    messages = [line.get("msg") for line in lines]
+    assert "derived the 8-bit query graph" in messages, messages
+    assert "could not derive the 8-bit query graph; queries use the model's own" not in messages
+    graphs = [line.get("graph") for line in lines if line.get("msg") == "embedding model loaded"]
+    assert len(graphs) == 2 and graphs[0] == "model.onnx", graphs
+    assert graphs[1].startswith("query-int8-b32-") and graphs[1].endswith(".onnx"), graphs
+
+
 def test_a_gateway_that_cannot_reach_its_services_is_unhealthy(stack: Stack) -> None:
     """Health is readiness: alive (/healthz) is not enough. Alone, with no network, the
     gateway answers /healthz but its /readyz says 503, and Docker marks it unhealthy."""
