@@ -17,8 +17,8 @@ beforehand), the two clusters alternating query by query.
 
 Reported: per checkpoint each cluster's index search p50 and its ratio to its own p50
 before the first fold, the vector index's segments and the chunks table's fragments; each
-cluster's fold seconds; the peak RSS of each index process while folding. The copies are
-deleted afterwards; the table given is not touched.
+cluster's fold seconds; the peak RSS of each index process while folding, overall and as it
+stood at each checkpoint. The copies are deleted afterwards; the table given is not touched.
 """
 
 from __future__ import annotations
@@ -114,9 +114,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                         client.post(cluster.index + "/optimize").raise_for_status()
                         fold_s[name].append(round(time.perf_counter() - started, 2))
                     if fold % args.every == 0 or fold == args.folds:
-                        checkpoints.append(
-                            {"folds": fold, "p50_ms": searches(clusters, queries, vectors)}
-                        )
+                        p50 = searches(clusters, queries, vectors)
+                        # The peak so far: whether the index's memory levels off.
+                        peaks = {n: round(s.peaks.get("index", 0.0)) for n, s in samplers.items()}
+                        checkpoints.append({"folds": fold, "p50_ms": p50, "rss_peak_mb": peaks})
                         print(checkpoints[-1], file=sys.stderr, flush=True)
         first = checkpoints[0]["p50_ms"]
         for point in checkpoints:

@@ -92,7 +92,7 @@ class EmbedderCore(AsyncLifecycle):
             threads=threads,
             spin_threads=settings.embed_spin_threads,
             calls=calls,
-            int8_queries=int8,
+            int8_graph=int8,
         )
 
     def lane_model(self, kind: EmbedKind) -> Embedder:

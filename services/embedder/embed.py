@@ -86,8 +86,10 @@ class Embedder:
         threads: int | None = None,
         spin_threads: bool = False,
         calls: int = 1,
-        int8_queries: bool = False,
+        int8_graph: bool = False,
     ) -> None:
+        # int8_graph: run the 8-bit graph derived from the model's own (`querygraph`); the
+        # query session does, by default.
         from fastembed import TextEmbedding
         from fastembed.text.onnx_embedding import OnnxTextEmbedding
 
@@ -111,7 +113,7 @@ class Embedder:
             raise ModelFilesError(f"{self.spec.name} is not an ONNX text embedding model")
         inner._ensure_tokenizer()
         model_file = model_dir / inner.model_description.model_file
-        if int8_queries:
+        if int8_graph:
             model_file = query_graph(model_file, cache_dir)
         inner.model = _session(model_file, threads, spin_threads)
         assert inner.tokenizer is not None
