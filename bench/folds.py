@@ -75,6 +75,11 @@ def index_sampler(cluster: LocalCluster) -> MemorySampler:
     return MemorySampler(lambda: {"index": cluster.pid("index")})
 
 
+def index_peaks(samplers: dict[str, MemorySampler]) -> dict[str, int]:
+    """Each cluster's index peak RSS so far, in MB."""
+    return {name: round(sampler.peaks.get("index", 0.0)) for name, sampler in samplers.items()}
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     texts, base_vectors, tokens = base_material(args.table.parent)
     queries = list(load(SCIFACT).queries.values())[: args.queries]
@@ -116,8 +121,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     if fold % args.every == 0 or fold == args.folds:
                         p50 = searches(clusters, queries, vectors)
                         # The peak so far: whether the index's memory levels off.
-                        peaks = {n: round(s.peaks.get("index", 0.0)) for n, s in samplers.items()}
-                        checkpoints.append({"folds": fold, "p50_ms": p50, "rss_peak_mb": peaks})
+                        checkpoints.append(
+                            {"folds": fold, "p50_ms": p50, "rss_peak_mb": index_peaks(samplers)}
+                        )
                         print(checkpoints[-1], file=sys.stderr, flush=True)
         first = checkpoints[0]["p50_ms"]
         for point in checkpoints:
@@ -129,9 +135,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             name: {"mean": round(float(np.mean(v)), 2), "max": max(v), "each": v}
             for name, v in fold_s.items()
         }
-        report["index_rss_peak_mb_while_folding"] = {
-            name: round(s.peaks.get("index", 0.0)) for name, s in samplers.items()
-        }
+        report["index_rss_peak_mb_while_folding"] = index_peaks(samplers)
         report["layout_after"] = {name: layout(workdir / name / "lancedb") for name in VARIANTS}
         report["load_avg_after"] = load_avg()
     finally:

@@ -74,7 +74,9 @@ class Embedder:
     """Synchronous model wrapper over one ONNX session, which runs at most `calls` model
     calls at once (ONNX Runtime's sessions take concurrent runs), each on `threads` threads:
     two one-thread calls side by side kept two cores busier than one two-thread call, whose
-    threads wait for each other between the model's layers (docs/benchmarks.md)."""
+    threads wait for each other between the model's layers (docs/benchmarks.md). With
+    `int8_graph` the session runs the 8-bit graph derived from the model's own
+    (`querygraph`), as the query session does by default."""
 
     def __init__(
         self,
@@ -88,8 +90,6 @@ class Embedder:
         calls: int = 1,
         int8_graph: bool = False,
     ) -> None:
-        # int8_graph: run the 8-bit graph derived from the model's own (`querygraph`); the
-        # query session does, by default.
         from fastembed import TextEmbedding
         from fastembed.text.onnx_embedding import OnnxTextEmbedding
 

@@ -49,13 +49,10 @@ def query_graph(model_file: Path, cache_dir: Path) -> Path:
     started = time.perf_counter()
     # In a process of its own: the quantizer holds the float32 graph several times over (400
     # MB at its peak), memory this process would keep, and it sets up logging on import.
-    root = str(Path(__file__).resolve().parents[2])
-    path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p)
     command = [sys.executable, "-m", __name__, str(model_file), str(target)]
     try:
         done = subprocess.run(
             command,
-            env={**os.environ, "PYTHONPATH": path},
             capture_output=True,
             text=True,
             timeout=DERIVE_TIMEOUT_S,
