@@ -7,6 +7,7 @@ Settings come from the environment; logs are JSON lines on stderr.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 import uvicorn
@@ -18,6 +19,12 @@ from libs.malloc import limit_arenas
 from libs.telemetry import configure_logging
 
 SERVICES = ("converter", "embedder", "index", "gateway")
+
+# LanceDB's own log lines (plain text on stderr, `LANCEDB_LOG`, env_logger's syntax): its
+# warnings, except one per empty IVF partition each time a fold builds the vector index's
+# delta segment over the new rows (about 150 lines a fold at a million chunks, every one
+# expected). A LANCEDB_LOG of the operator's own wins.
+LANCE_LOG = "warn,lance::index::vector::builder=error"
 
 
 def build(service: str) -> tuple[FastAPI, str, int]:
@@ -36,8 +43,9 @@ def build(service: str) -> tuple[FastAPI, str, int]:
         configure_logging(service, es.log_level)
         return embedder_app(es), es.bind_host, es.embedder_port
     if service == "index":
-        # Before LanceDB is imported and starts its threads (`libs.malloc`).
+        # Before LanceDB is imported: it starts its threads (`libs.malloc`) and its logger.
         limit_arenas()
+        os.environ.setdefault("LANCEDB_LOG", LANCE_LOG)
         from services.index.app import create_app as index_app
         from services.index.settings import IndexSettings
 

@@ -118,6 +118,23 @@ def test_after_a_long_fold_the_next_waits_four_times_as_long(
     store.close()
 
 
+def test_every_fold_hands_its_freed_pages_back_once_it_is_done(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = documents_only(tmp_path, monkeypatch, every=2)
+    folding: list[bool] = []
+    # Whether a fold was still running (its lock held) each time pages were handed back.
+    monkeypatch.setattr(
+        maintenance, "release_free_memory", lambda: folding.append(store.state.fold_lock.locked())
+    )
+    write(store, range(2))
+    store.fold_documents()
+    assert folding == [False]
+    store.optimize()
+    assert folding == [False, False]
+    store.close()
+
+
 def test_the_documents_table_is_folded_on_its_own_between_folds_of_the_store(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -1,6 +1,8 @@
 """`libs.malloc.limit_arenas`: glibc's malloc keeps at most that many heaps, checked in a child
 process whose eight threads each hold an allocation at once (glibc's `malloc_stats` lists one
-"Arena N:" per heap); an environment that sets MALLOC_ARENA_MAX wins."""
+"Arena N:" per heap); an environment that sets MALLOC_ARENA_MAX wins.
+`libs.malloc.release_free_memory`: the pages of blocks freed inside a heap, which glibc keeps,
+leave the process's resident memory."""
 
 from __future__ import annotations
 
@@ -65,7 +67,48 @@ def test_malloc_arena_max_in_the_environment_wins() -> None:
     assert arenas(2, {"MALLOC_ARENA_MAX": "4"}) == ("None", 4)
 
 
+# A thread fills its heap with 200 MB of small blocks and frees all but the last, which keeps
+# the heap's top in place: glibc trims a heap only from its top, so the freed pages stay
+# resident until `release_free_memory`. Prints the resident MB after the frees, then after it.
+HOLES = """
+import ctypes, threading
+from libs.malloc import release_free_memory
+libc = ctypes.CDLL("libc.so.6")
+libc.malloc.restype = ctypes.c_void_p
+def resident_mb():
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * 4096 / 2**20
+def fill():
+    blocks = [libc.malloc(1024) for _ in range(200_000)]
+    for block in blocks:
+        ctypes.memset(block, 1, 1024)
+    for block in blocks[:-1]:
+        libc.free(ctypes.c_void_p(block))
+worker = threading.Thread(target=fill)
+worker.start()
+worker.join()
+print(resident_mb(), flush=True)
+print(release_free_memory(), resident_mb(), flush=True)
+"""
+
+
+@glibc
+def test_released_pages_leave_resident_memory() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", HOLES],
+        cwd=REPO, capture_output=True, text=True, timeout=60, check=True,
+    )  # fmt: skip
+    held, (ran, after) = float(done.stdout.split()[0]), done.stdout.split()[1:]
+    assert ran == "True"
+    assert held - float(after) > 150, done.stdout
+
+
 def test_nothing_is_done_without_a_c_library(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("MALLOC_ARENA_MAX", raising=False)
     monkeypatch.setattr(malloc.ctypes.util, "find_library", lambda name: None)
-    assert malloc.limit_arenas(2) is None
+    malloc._glibc.cache_clear()
+    try:
+        assert malloc.limit_arenas(2) is None
+        assert malloc.release_free_memory() is False
+    finally:
+        malloc._glibc.cache_clear()

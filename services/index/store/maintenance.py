@@ -43,6 +43,7 @@ from datetime import timedelta
 
 from lancedb.table import Table
 
+from libs.malloc import release_free_memory
 from services.index.store import ann
 from services.index.store.schema import CHUNKS
 from services.index.store.state import StoreState
@@ -130,6 +131,8 @@ def optimize(state: StoreState, only: Collection[str] | None = None) -> None:
                 _folded(state, taken, began)
     if only is None and state.chunks is not None:
         ann.prewarm(state.settings, state.chunks)
+    # The fold's buffers are freed; their pages go back to the system (`libs.malloc`).
+    release_free_memory()
     took = time.perf_counter() - started
     rest_until = time.monotonic() + FOLD_REST * took
     if only is None:
