@@ -23,6 +23,7 @@ from libs.vectors import encode
 from services.index.app import create_app
 from services.index.core import IndexCore
 from services.index.settings import IndexSettings
+from services.index.store import tables
 from tests.index_helpers import unit_vectors, upsert_request, write_old_store
 
 
@@ -228,6 +229,37 @@ async def test_a_reader_probes_the_vector_index_the_writer_builds(tmp_path: Path
         assert rstore.state.ivf_partitions == wstore.state.ivf_partitions
         query = IndexSearchRequest(query="number", vector_b64=encode(unit_vectors(1, 3)), top_k=5)
         assert len((await reader.search(query)).results) > 0
+    finally:
+        await reader.aclose()
+        await writer.aclose()
+
+
+async def test_a_reader_hands_free_pages_back_once_per_writer_commit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    uri = tmp_path / "lancedb"
+    writer = IndexCore(settings_for(uri, "writer"))
+    reader = IndexCore(settings_for(uri, "reader"))
+    versions: list[int | None] = []  # the chunks version each release happened at
+    try:
+        await writer.upsert(upsert_request("a.md", ["alpha words"]))
+        rstore = await reader.start()
+        monkeypatch.setattr(
+            tables, "release_free_memory", lambda: versions.append(rstore.state.released_at_version)
+        )
+        wstore = await writer.start()
+
+        async def released_at_writers_version() -> bool:
+            chunks = wstore.state.chunks
+            return chunks is not None and versions[-1:] == [chunks.version]
+
+        # The reader's own follow task, every consistency interval.
+        await until(released_at_writers_version)
+        await asyncio.sleep(5 * CONSISTENCY_S)  # looks with no commit between: none
+        assert len(versions) == 1
+        await writer.upsert(upsert_request("b.md", ["beta words"], seed=1))
+        await until(released_at_writers_version)
+        assert len(versions) == 2 and versions[0] != versions[1]
     finally:
         await reader.aclose()
         await writer.aclose()

@@ -135,6 +135,8 @@ class StoreState:
         self.documents_rest_until = 0.0
         # IVF partitions of the vector index, 0 while vector search is exact.
         self.ivf_partitions = 0
+        # The chunks table's version when a reader last handed free pages back (`tables.follow`).
+        self.released_at_version: int | None = None
         self.selectivity = SelectivityCache()
         self.rows_at: tuple[int, int] | None = None  # (chunks version, its rows): `ann`
         self.hit_documents = DocumentColumns()

@@ -20,6 +20,7 @@ from lancedb.index import BTree
 from lancedb.table import Table
 
 from libs.errors import MvdbError
+from libs.malloc import release_free_memory
 from libs.modelfiles import count_tokens
 from services.index.filters import META_JSON, META_LIST, ZERO_AS_NULL, metadata_columns
 from services.index.store import ann, cjk, meta
@@ -120,7 +121,10 @@ def _ready(name: str, table: Table, fields: list[pa.Field], indexed: list[str]) 
 def follow(state: StoreState) -> None:
     """A reader's periodic look at the writer's work: tables that appeared, and a vector
     index built or rebuilt since (its partition count, to probe it as the writer meant).
-    Blocking: for worker threads."""
+    Once the writer has committed since the last look, the pages this process's allocator
+    holds free go back to the system: its searches read the new index segments and let
+    the old ones go (`libs.malloc`; at a million chunks a reader's memory otherwise
+    climbed commit after commit). Blocking: for worker threads."""
     _, chunks = tables(state)
     if chunks is None:
         return
@@ -128,6 +132,10 @@ def follow(state: StoreState) -> None:
     ann.read_partitions(state, chunks)
     if state.ivf_partitions != before:
         ann.prewarm(state.settings, chunks)
+    version = chunks.version
+    if version != state.released_at_version:
+        state.released_at_version = version
+        release_free_memory()
 
 
 def _open_due(state: StoreState) -> bool:
