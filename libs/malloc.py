@@ -15,7 +15,9 @@ setting, and nothing is done there.
 Even with two heaps, a fold at a million chunks leaves a few hundred MB of freed pages inside
 them, and they built up fold after fold (1,559 MB after twelve folds with searches between);
 handing them back after each fold (`release_free_memory`, glibc's `malloc_trim`, 4-18 ms
-there) kept the same run at 1,132 MB (docs/benchmarks.md).
+there) kept the same run at 1,132 MB (docs/benchmarks.md). An index reader, which never
+folds, hands them back after the writer's commits, whose new index segments its searches
+read while letting the old ones go.
 """
 
 from __future__ import annotations
