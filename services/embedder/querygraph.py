@@ -23,7 +23,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -81,7 +80,7 @@ def derive(model_file: Path, target: Path) -> None:
 
     quantizer_class = _quantizer()
     target.parent.mkdir(parents=True, exist_ok=True)
-    # The work files (the float32 graph is 86 MB) go to the system's temporary directory: in
+    # The work file (the float32 graph is 86 MB) goes to the system's temporary directory: in
     # the containers VAR_DIR is a small memory-backed scratch that keeps only the result.
     with tempfile.TemporaryDirectory(prefix="mvdb-query-graph-") as work:
         # ONNX Runtime's basic optimisations fold the constant weights into float32: the
@@ -101,10 +100,8 @@ def derive(model_file: Path, target: Path) -> None:
         quantizer.process()
         if not any(node.op_type == "MatMulNBits" for node in quantizer.model.model.graph.node):
             raise ValueError("the graph has no matrix product over constant weights")
-        written = Path(work) / "query.onnx"
-        onnx.save(quantizer.model.model, str(written))
         partial = target.with_name(target.name + ".partial")
-        shutil.copyfile(written, partial)
+        onnx.save(quantizer.model.model, str(partial))
         os.replace(partial, target)
 
 
