@@ -18,6 +18,7 @@ import uvicorn
 
 from libs.errors import MvdbError
 from libs.telemetry import configure_logging
+from services.entrypoints.lancelog import quiet_lance_log
 from services.gateway.settings import GatewaySettings
 
 
@@ -51,6 +52,8 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     settings = GatewaySettings(transport=args.transport)
     configure_logging("gateway", settings.log_level)
+    if args.transport == "stdio" or args.standalone:
+        quiet_lance_log()  # the index runs in this process
     if args.transport == "stdio":
         asyncio.run(_run_stdio(settings))
         return 0

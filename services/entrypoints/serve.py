@@ -7,7 +7,6 @@ Settings come from the environment; logs are JSON lines on stderr.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
 import uvicorn
@@ -17,14 +16,9 @@ from pydantic import ValidationError
 from libs.errors import MvdbError, invalid_input
 from libs.malloc import limit_arenas
 from libs.telemetry import configure_logging
+from services.entrypoints.lancelog import quiet_lance_log
 
 SERVICES = ("converter", "embedder", "index", "gateway")
-
-# LanceDB's own log lines (plain text on stderr, `LANCEDB_LOG`, env_logger's syntax): its
-# warnings, except one per empty IVF partition each time a fold builds the vector index's
-# delta segment over the new rows (about 150 lines a fold at a million chunks, every one
-# expected). A LANCEDB_LOG of the operator's own wins.
-LANCE_LOG = "warn,lance::index::vector::builder=error"
 
 
 def build(service: str) -> tuple[FastAPI, str, int]:
@@ -45,7 +39,7 @@ def build(service: str) -> tuple[FastAPI, str, int]:
     if service == "index":
         # Before LanceDB is imported: it starts its threads (`libs.malloc`) and its logger.
         limit_arenas()
-        os.environ.setdefault("LANCEDB_LOG", LANCE_LOG)
+        quiet_lance_log()
         from services.index.app import create_app as index_app
         from services.index.settings import IndexSettings
 

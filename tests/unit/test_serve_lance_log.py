@@ -1,15 +1,19 @@
-"""`python -m services.entrypoints.serve index` sets LanceDB's log filter before LanceDB
-starts its logger: its warnings stay, the one it writes per empty IVF partition at each fold
-does not; a LANCEDB_LOG of the operator's own wins. Other services leave it alone."""
+"""Every process that runs the index (`python -m services.entrypoints.serve index`, and
+`mcpvectordb` over stdio or `--standalone`) sets LanceDB's log filter before LanceDB starts
+its logger: its warnings stay, the one it writes per empty IVF partition at each fold does
+not; a LANCEDB_LOG of the operator's own wins. Other services leave it alone."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Coroutine
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from services.entrypoints import serve
+from services.entrypoints import mcpvectordb, serve
+from services.entrypoints.lancelog import LANCE_LOG
 
 
 @pytest.fixture
@@ -36,3 +40,27 @@ def test_the_operators_lancedb_log_wins(clean: pytest.MonkeyPatch) -> None:
 def test_the_gateway_leaves_it_alone(clean: pytest.MonkeyPatch) -> None:
     serve.build("gateway")
     assert "LANCEDB_LOG" not in os.environ
+
+
+def test_the_stdio_server_runs_the_index_in_process_and_sets_it_too(
+    clean: pytest.MonkeyPatch,
+) -> None:
+    ran: list[str] = []
+
+    def run(main: Coroutine[Any, Any, None]) -> None:
+        ran.append(os.environ.get("LANCEDB_LOG", "unset"))
+        main.close()
+
+    clean.setattr(mcpvectordb.asyncio, "run", run)
+    assert mcpvectordb.main(["--transport", "stdio"]) == 0
+    assert ran == [LANCE_LOG]
+
+
+@pytest.mark.parametrize(("standalone", "expected"), [(True, LANCE_LOG), (False, None)])
+def test_an_http_gateway_sets_it_only_with_the_index_in_process(
+    clean: pytest.MonkeyPatch, standalone: bool, expected: str | None
+) -> None:
+    clean.setattr(mcpvectordb.uvicorn, "run", lambda *args, **kwargs: None)
+    argv = ["--transport", "sse", "--host", "127.0.0.1", "--port", "18999"]
+    assert mcpvectordb.main([*argv, "--standalone"] if standalone else argv) == 0
+    assert os.environ.get("LANCEDB_LOG") == expected
