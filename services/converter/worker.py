@@ -12,6 +12,9 @@ time. The pool:
   (`WorkerCrashedError`) or whose caller went away, and starts a replacement in the
   background, so the service stays up;
 - retires a worker after `max_jobs` jobs, which bounds slow leaks in native parsers.
+
+A worker hands its allocator's free pages back to the system after each reply: a large
+document leaves a few hundred MB of them, which would otherwise stay with the idle worker.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from typing import Any, Literal, TypeVar
 
 from libs.contracts import ChunkRequest, ConvertResult
 from libs.errors import ConversionError, ConversionTimeoutError, MvdbError, NoTextError
+from libs.malloc import release_free_memory
 from services.converter.archive import ArchiveLimits
 from services.converter.errors import WorkerCrashedError, WorkersUnavailableError
 from services.converter.metrics import WORKER_RESTARTS
@@ -156,6 +160,10 @@ def worker_main(conn: Connection, options: WorkerOptions) -> None:
             conn.send(reply)
         except (OSError, ValueError):
             return
+        # The job's buffers are freed; their pages go back to the system once the caller
+        # has its reply (`libs.malloc`).
+        del job, reply
+        release_free_memory()
 
 
 # ------------------------------------------------------------------------ parent side
