@@ -95,18 +95,17 @@ def build(
 
 def vector_index_build(uri: str) -> dict[str, Any]:
     """Time the operation `ann.maybe_build` runs, on the large table with no service open:
-    an IVF-SQ index with partitions_for(rows) partitions, trained from scratch (a rebuild
-    is the same work: Lance trains anew and replaces the old index)."""
+    the service's vector index with partitions_for(rows) partitions, trained from scratch (a
+    rebuild is the same work: Lance trains anew and replaces the old index)."""
     import lancedb
-    from lancedb.index import IvfSq
 
-    from services.index.store.ann import partitions_for
+    from services.index.store.ann import config, partitions_for
 
     table = lancedb.connect(uri).open_table("chunks")
     rows = table.count_rows()
     partitions = partitions_for(rows)
     started = time.perf_counter()
-    table.create_index("vector", config=IvfSq(distance_type="cosine", num_partitions=partitions))
+    table.create_index("vector", config=config(partitions))
     return {
         "rows": rows,
         "partitions": partitions,

@@ -90,14 +90,14 @@ class IndexSettings(CommonSettings):
     index_vector_index_min_rows: int = Field(
         default=10_000,
         ge=256,
-        description="Build an approximate (IVF-SQ) vector index once the chunks table has this "
+        description="Build an approximate (IVF-RQ) vector index once the chunks table has this "
         "many rows; below it vector search is exact, at about 0.8 ms per 1,000 rows on 2 cores",
     )
     index_vector_nprobes: int = Field(
         default=20, ge=1, description="Fewest IVF partitions probed per query (unfiltered)"
     )
     index_vector_probe_share: float = Field(
-        default=0.04,
+        default=0.06,
         ge=0,
         le=1,
         description="...or this share of the partitions, if more (of those the index has, or "

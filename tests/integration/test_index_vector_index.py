@@ -10,6 +10,7 @@ from typing import cast
 
 import numpy as np
 import pytest
+from lancedb.index import IvfSq
 from lancedb.table import AsyncTable, Table
 
 from libs.contracts import IndexSearchRequest
@@ -65,6 +66,10 @@ async def test_vector_index_is_built_past_the_threshold_and_stays_accurate(
             built = core.store is not None and core.store.state.ivf_partitions > 0
             assert built == ((d + 1) * 100 >= 600), d
 
+        assert core.store is not None and core.store.state.chunks is not None
+        kinds = {i.index_type for i in core.store.state.chunks.list_indices()}
+        assert "IvfRq" in kinds and "IvfSq" not in kinds, kinds
+
         queries = clustered(30, 2)
         assert await recall_at_10(core, vectors, queries, per_source=100) >= 0.95
 
@@ -113,6 +118,41 @@ async def test_vector_index_is_built_again_as_the_table_outgrows_its_partitions(
     # After a restart the partitions are those recorded at the build, not sqrt(3000) = 54.
     async with IndexCore(settings) as reopened:
         assert reopened.store is not None and reopened.store.state.ivf_partitions == 48
+
+
+async def test_an_ivf_sq_index_of_an_earlier_release_is_still_searched(tmp_path: Path) -> None:
+    # Releases before 0.8.18 built IVF-SQ; such a store is searched through it, and folds
+    # keep it until the table outgrows it and the next build makes an IVF-RQ one.
+    settings = IndexSettings(lancedb_uri=str(tmp_path / "db"), index_vector_index_min_rows=600)
+    vectors = clustered(1200, 6)
+    async with IndexCore(
+        settings.model_copy(update={"index_vector_index_min_rows": 10**6})
+    ) as core:
+        for d in range(3):
+            part = vectors[d * 300 : (d + 1) * 300]
+            texts = [f"doc {d} chunk {i}" for i in range(300)]
+            await core.upsert(upsert_request(f"src-{d}", texts, vectors=part))
+        await core.optimize()
+        assert core.store is not None and core.store.state.chunks is not None
+        core.store.state.chunks.create_index(
+            "vector", config=IvfSq(distance_type="cosine", num_partitions=ann.partitions_for(900))
+        )
+    async with IndexCore(settings) as reopened:
+        assert reopened.store is not None and reopened.store.state.ivf_partitions == 30
+        chunks = reopened.store.state.chunks
+        assert chunks is not None
+        assert await recall_at_10(reopened, vectors[:900], clustered(20, 7), per_source=300) >= 0.95
+        part = vectors[900:1200]
+        await reopened.upsert(
+            upsert_request("src-3", [f"doc 3 chunk {i}" for i in range(300)], vectors=part)
+        )
+        await reopened.optimize()
+        assert {i.index_type for i in chunks.list_indices()} >= {"IvfSq"}
+        # sqrt(1,200) = 34 is less than twice the 30 partitions recorded: no build yet.
+        assert reopened.store.state.ivf_partitions == 30
+        assert (
+            await recall_at_10(reopened, vectors[:1200], clustered(20, 8), per_source=300) >= 0.95
+        )
 
 
 class _Counted:

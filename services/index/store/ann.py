@@ -1,20 +1,27 @@
 """The approximate vector index over `chunks.vector`: when it is built and built again, how
 many partitions a query probes, and loading the search indexes into Lance's cache.
 
-Below `INDEX_VECTOR_INDEX_MIN_ROWS` vector search is exact. Past it an IVF-SQ index with
-about sqrt(rows) partitions is built; `optimize` folds new rows into it incrementally (rows
-not yet folded are searched exactly). Once sqrt(rows) reaches twice the partitions of the
-build the index is built again (at 10k rows and then 40k, 160k, 640k...), its partitions
-trained on the rows the table holds then; searches probe a share of the partitions a build
-would give now when that is more than of those the build made. The build's partition count
+Below `INDEX_VECTOR_INDEX_MIN_ROWS` vector search is exact. Past it an IVF-RQ index
+(RaBitQ, 4 bits a dimension: `config`) with about sqrt(rows) partitions is built; `optimize`
+folds new rows into it incrementally (rows not yet folded are searched exactly). Once
+sqrt(rows) reaches twice the partitions of the build the index is built again (at 10k rows and
+then 40k, 160k, 640k...), its partitions trained on the rows the table holds then; searches
+probe a share of the partitions a build would give now when that is more than of those the
+build made. The build's partition count
 is recorded in `meta`, since Lance's index statistics do not tell it.
 
 The index a search reads has fewer, larger partitions than the build made: Lance's fold
 (its SPFresh-style maintenance) joins partitions it finds too small, about 2,000 rows or
 fewer, into their neighbours, and splits those grown far past its own target. The benchmark's
 million-chunk table, built with 567 partitions at 322,000 rows, holds 203 of about 4,900 rows
-after its folds, so its 40 probes read about a fifth of the rows (recall@10 0.991, 13 ms;
-20 probes 0.968, 9 ms; docs/benchmarks.md).
+after its folds, so its 40 probes read about a fifth of the rows (docs/benchmarks.md).
+
+RaBitQ's codes are half the size of 8-bit scalar quantization's (IVF-SQ, this index's kind
+before 0.8.18), and Lance compares them faster. On the million-chunk table with 219
+partitions, after ten folds and a merge of their segments, 40 probes (refine 2) found the same
+share of the true ten nearest (0.971 against 0.968) in 6.0 against 8.6 ms, from an index of
+218 against 390 MB, and the process held about 150 MB less. An IVF-SQ index built by an
+earlier release is searched as it is, and replaced by the next build as the table grows.
 
 Each fold also leaves the rows it indexed in a delta segment of their own, and lancedb's
 optimize never merges them: a search probes every segment apart, and each new fragment,
@@ -33,7 +40,7 @@ import math
 import time
 from collections.abc import Callable
 
-from lancedb.index import IvfSq
+from lancedb.index import IvfRq
 from lancedb.table import AsyncTable, Table
 
 from services.index.settings import IndexSettings
@@ -88,6 +95,20 @@ def partitions_for(rows: int) -> int:
     return max(16, int(math.sqrt(rows)))
 
 
+# Bits a dimension in the index's RaBitQ codes: 4 kept recall per probe where 8-bit scalar
+# quantization had it; 2 (a 125 MB index at a million chunks) needed twice the refine for it,
+# and 1 (69 MB) five times (docs/benchmarks.md).
+RQ_BITS = 4
+# The vector index kinds a search reads (LanceDB's names): this release's, and the one
+# earlier releases built.
+VECTOR_INDEX_TYPES = ("IvfRq", "IvfSq")
+
+
+def config(partitions: int) -> IvfRq:
+    """What a build of the vector index asks of LanceDB."""
+    return IvfRq(distance_type="cosine", num_partitions=partitions, num_bits=RQ_BITS)
+
+
 def maybe_build(state: StoreState, chunks: Table) -> None:
     """Build the index past the threshold, or again once the table has outgrown it (see the
     module docstring). Runs from `optimize`, on its own handle of the chunks table and
@@ -102,7 +123,7 @@ def maybe_build(state: StoreState, chunks: Table) -> None:
     if state.ivf_partitions and partitions < 2 * state.ivf_partitions:
         return
     started = time.perf_counter()
-    chunks.create_index("vector", config=IvfSq(distance_type="cosine", num_partitions=partitions))
+    chunks.create_index("vector", config=config(partitions))
     with state.write_lock:
         before, state.ivf_partitions = state.ivf_partitions, partitions
         state.guard.refuse_if_conflicted()
@@ -167,7 +188,8 @@ def prewarm(settings: IndexSettings, chunks: Table) -> None:
     """Load the search indexes into Lance's cache when they fit in half of it, so the
     first searches after a start or an optimize do not read them piece by piece."""
     try:
-        indexes = [i for i in chunks.list_indices() if i.index_type in ("FTS", "IvfSq")]
+        kinds = ("FTS", *VECTOR_INDEX_TYPES)
+        indexes = [i for i in chunks.list_indices() if i.index_type in kinds]
         size = sum(int(getattr(i, "size_bytes", 0) or 0) for i in indexes)
         if size > settings.index_cache_mb * 1024 * 1024 // 2:
             return
