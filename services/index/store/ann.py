@@ -7,21 +7,22 @@ folds new rows into it incrementally (rows not yet folded are searched exactly).
 sqrt(rows) reaches twice the partitions of the build the index is built again (at 10k rows and
 then 40k, 160k, 640k...), its partitions trained on the rows the table holds then; searches
 probe a share of the partitions a build would give now when that is more than of those the
-build made. The build's partition count
-is recorded in `meta`, since Lance's index statistics do not tell it.
+build made. The build's partition count is recorded in `meta`, since Lance's index statistics
+do not tell it.
 
 The index a search reads has fewer, larger partitions than the build made: Lance's fold
 (its SPFresh-style maintenance) joins partitions it finds too small, about 2,000 rows or
 fewer, into their neighbours, and splits those grown far past its own target. The benchmark's
 million-chunk table, built with 567 partitions at 322,000 rows, holds 203 of about 4,900 rows
-after its folds, so its 40 probes read about a fifth of the rows (docs/benchmarks.md).
+after its folds, so 40 probes read about a fifth of the rows (docs/benchmarks.md).
 
 RaBitQ's codes are half the size of 8-bit scalar quantization's (IVF-SQ, this index's kind
 before 0.8.18), and Lance compares them faster. On the million-chunk table with 219
-partitions, after ten folds and a merge of their segments, 40 probes (refine 2) found the same
-share of the true ten nearest (0.971 against 0.968) in 6.0 against 8.6 ms, from an index of
-218 against 390 MB, and the process held about 150 MB less. An IVF-SQ index built by an
-earlier release is searched as it is, and replaced by the next build as the table grows.
+partitions, after ten folds and a merge of their segments, 60 probes of IVF-RQ found 0.983 of
+the true ten nearest in 6.3 ms, where IVF-SQ's 40 found 0.975 in 9.6 ms; the index is 218
+against 390 MB, and the process held about 200 MB less. IVF-RQ's 40 probes found 0.955-0.979
+over three builds, hence a probe share of 6 % (docs/benchmarks.md). An IVF-SQ index built by
+an earlier release is searched as it is, and replaced by the next build as the table grows.
 
 Each fold also leaves the rows it indexed in a delta segment of their own, and lancedb's
 optimize never merges them: a search probes every segment apart, and each new fragment,
