@@ -99,13 +99,13 @@ def vector_index_build(uri: str) -> dict[str, Any]:
     rebuild is the same work: Lance trains anew and replaces the old index)."""
     import lancedb
 
-    from services.index.store.ann import config, partitions_for
+    from services.index.store.ann import config, partitions_for, vector_width
 
     table = lancedb.connect(uri).open_table("chunks")
     rows = table.count_rows()
     partitions = partitions_for(rows)
     started = time.perf_counter()
-    table.create_index("vector", config=config(partitions))
+    table.create_index("vector", config=config(partitions, vector_width(table)))
     return {
         "rows": rows,
         "partitions": partitions,

@@ -24,10 +24,10 @@ from tests.index_helpers import upsert_request
 DIM = 384
 
 
-def clustered(n: int, seed: int) -> np.ndarray:
+def clustered(n: int, seed: int, dim: int = DIM) -> np.ndarray:
     rng = np.random.default_rng(seed)
-    centres = rng.standard_normal((20, DIM)).astype(np.float32)
-    rows = centres[rng.integers(0, 20, n)] + rng.normal(0, 0.3, (n, DIM)).astype(np.float32)
+    centres = rng.standard_normal((20, dim)).astype(np.float32)
+    rows = centres[rng.integers(0, 20, n)] + rng.normal(0, 0.3, (n, dim)).astype(np.float32)
     out: np.ndarray = rows / np.linalg.norm(rows, axis=1, keepdims=True)
     return out
 
@@ -118,6 +118,29 @@ async def test_vector_index_is_built_again_as_the_table_outgrows_its_partitions(
     # After a restart the partitions are those recorded at the build, not sqrt(3000) = 54.
     async with IndexCore(settings) as reopened:
         assert reopened.store is not None and reopened.store.state.ivf_partitions == 48
+
+
+async def test_vectors_of_a_width_rabitq_cannot_pack_get_an_ivf_sq_index(
+    tmp_path: Path,
+) -> None:
+    # Lance's RaBitQ codes need a width that is a multiple of 8; for any other the build
+    # falls back to IVF-SQ rather than failing, and the index is searched as well.
+    settings = IndexSettings(lancedb_uri=str(tmp_path / "db"), index_vector_index_min_rows=600)
+    vectors = clustered(600, 9, dim=300)
+    async with IndexCore(settings) as core:
+        for d in range(2):
+            part = vectors[d * 300 : (d + 1) * 300]
+            texts = [f"doc {d} chunk {i}" for i in range(300)]
+            await core.upsert(
+                upsert_request(f"src-{d}", texts, vectors=part, model="a-300-wide-model", dim=300)
+            )
+        await core.optimize()
+        assert core.store is not None and core.store.state.chunks is not None
+        assert core.store.state.ivf_partitions > 0
+        kinds = {i.index_type for i in core.store.state.chunks.list_indices()}
+        assert "IvfSq" in kinds and "IvfRq" not in kinds, kinds
+        queries = clustered(20, 10, dim=300)
+        assert await recall_at_10(core, vectors, queries, per_source=300) >= 0.95
 
 
 async def test_an_ivf_sq_index_of_an_earlier_release_is_still_searched(tmp_path: Path) -> None:

@@ -2,13 +2,13 @@
 many partitions a query probes, and loading the search indexes into Lance's cache.
 
 Below `INDEX_VECTOR_INDEX_MIN_ROWS` vector search is exact. Past it an IVF-RQ index
-(RaBitQ, 4 bits a dimension: `config`) with about sqrt(rows) partitions is built; `optimize`
-folds new rows into it incrementally (rows not yet folded are searched exactly). Once
-sqrt(rows) reaches twice the partitions of the build the index is built again (at 10k rows and
-then 40k, 160k, 640k...), its partitions trained on the rows the table holds then; searches
-probe a share of the partitions a build would give now when that is more than of those the
-build made. The build's partition count is recorded in `meta`, since Lance's index statistics
-do not tell it.
+(RaBitQ, 4 bits a dimension; IVF-SQ for vectors whose width is not a multiple of 8: `config`)
+with about sqrt(rows) partitions is built; `optimize` folds new rows into it incrementally
+(rows not yet folded are searched exactly). Once sqrt(rows) reaches twice the partitions of
+the build the index is built again (at 10k rows and then 40k, 160k, 640k...), its partitions
+trained on the rows the table holds then; searches probe a share of the partitions a build
+would give now when that is more than of those the build made. The build's partition count
+is recorded in `meta`, since Lance's index statistics do not tell it.
 
 The index a search reads has fewer, larger partitions than the build made: Lance's fold
 (its SPFresh-style maintenance) joins partitions it finds too small, about 2,000 rows or
@@ -41,7 +41,7 @@ import math
 import time
 from collections.abc import Callable
 
-from lancedb.index import IvfRq
+from lancedb.index import IvfRq, IvfSq
 from lancedb.table import AsyncTable, Table
 
 from services.index.settings import IndexSettings
@@ -105,9 +105,19 @@ RQ_BITS = 4
 VECTOR_INDEX_TYPES = ("IvfRq", "IvfSq")
 
 
-def config(partitions: int) -> IvfRq:
-    """What a build of the vector index asks of LanceDB."""
+def config(partitions: int, dim: int) -> IvfRq | IvfSq:
+    """What a build of the vector index over vectors of `dim` floats asks of LanceDB: IVF-RQ,
+    or IVF-SQ where Lance's RaBitQ cannot pack the codes (a width not a multiple of 8; the
+    models the embedder knows give 384 and 768)."""
+    if dim % 8:
+        return IvfSq(distance_type="cosine", num_partitions=partitions)
     return IvfRq(distance_type="cosine", num_partitions=partitions, num_bits=RQ_BITS)
+
+
+def vector_width(chunks: Table) -> int:
+    """The floats a stored vector holds."""
+    width: int = chunks.schema.field("vector").type.list_size
+    return width
 
 
 def maybe_build(state: StoreState, chunks: Table) -> None:
@@ -124,7 +134,7 @@ def maybe_build(state: StoreState, chunks: Table) -> None:
     if state.ivf_partitions and partitions < 2 * state.ivf_partitions:
         return
     started = time.perf_counter()
-    chunks.create_index("vector", config=config(partitions))
+    chunks.create_index("vector", config=config(partitions, vector_width(chunks)))
     with state.write_lock:
         before, state.ivf_partitions = state.ivf_partitions, partitions
         state.guard.refuse_if_conflicted()
