@@ -30,6 +30,20 @@ def too_large(limit: int) -> TooLargeError:
     )
 
 
+def worker_options(settings: ConverterSettings) -> WorkerOptions:
+    """What each worker process builds its engine from."""
+    return WorkerOptions(
+        max_tokens=settings.chunk_max_tokens,
+        overlap_tokens=settings.chunk_overlap_tokens,
+        archive=ArchiveLimits(
+            max_entries=settings.archive_max_entries,
+            max_uncompressed_bytes=settings.archive_max_uncompressed_bytes,
+            max_depth=settings.archive_max_depth,
+        ),
+        legacy_encoding=settings.text_legacy_encoding,
+    )
+
+
 class Converter(AsyncLifecycle):
     """Bytes plus a file name in, `ConvertResult` (Markdown, title, type, pages, chunks) out.
 
@@ -39,18 +53,8 @@ class Converter(AsyncLifecycle):
 
     def __init__(self, settings: ConverterSettings) -> None:
         self.settings = settings
-        options = WorkerOptions(
-            max_tokens=settings.chunk_max_tokens,
-            overlap_tokens=settings.chunk_overlap_tokens,
-            archive=ArchiveLimits(
-                max_entries=settings.archive_max_entries,
-                max_uncompressed_bytes=settings.archive_max_uncompressed_bytes,
-                max_depth=settings.archive_max_depth,
-            ),
-            legacy_encoding=settings.text_legacy_encoding,
-        )
         self._pool = WorkerPool(
-            options,
+            worker_options(settings),
             size=settings.converter_workers,
             start_timeout_s=settings.converter_worker_start_timeout_s,
             max_jobs=settings.converter_max_tasks_per_worker,

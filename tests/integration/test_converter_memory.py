@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from services.converter.archive import ArchiveLimits
+from services.converter.core import worker_options
 from services.converter.settings import ConverterSettings
-from services.converter.worker import ConvertJob, WorkerOptions, _Worker
+from services.converter.worker import ConvertJob, _Worker
 
 pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux"), reason="reads /proc; glibc's malloc_trim"
@@ -34,17 +34,7 @@ def rss_mb(pid: int) -> float:
 @pytest.fixture
 def worker() -> Iterator[_Worker]:
     settings = ConverterSettings(_env_file=None)  # type: ignore[call-arg]
-    options = WorkerOptions(
-        max_tokens=settings.chunk_max_tokens,
-        overlap_tokens=settings.chunk_overlap_tokens,
-        archive=ArchiveLimits(
-            max_entries=settings.archive_max_entries,
-            max_uncompressed_bytes=settings.archive_max_uncompressed_bytes,
-            max_depth=settings.archive_max_depth,
-        ),
-        legacy_encoding=settings.text_legacy_encoding,
-    )
-    started = _Worker(multiprocessing.get_context("spawn"), options)
+    started = _Worker(multiprocessing.get_context("spawn"), worker_options(settings))
     try:
         started.wait_ready(180)
         yield started
