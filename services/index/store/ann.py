@@ -41,7 +41,7 @@ import math
 import time
 from collections.abc import Callable
 
-from lancedb.index import IvfRq, IvfSq
+from lancedb.index import IndexConfig, IvfRq, IvfSq
 from lancedb.table import AsyncTable, Table
 
 from services.index.settings import IndexSettings
@@ -100,9 +100,6 @@ def partitions_for(rows: int) -> int:
 # quantization had it; 2 (a 125 MB index at a million chunks) needed twice the refine for it,
 # and 1 (69 MB) five times (docs/benchmarks.md).
 RQ_BITS = 4
-# The vector index kinds a search reads (LanceDB's names): this release's, and the one
-# earlier releases built.
-VECTOR_INDEX_TYPES = ("IvfRq", "IvfSq")
 
 
 def config(partitions: int, dim: int) -> IvfRq | IvfSq:
@@ -182,9 +179,15 @@ def merge_deltas(state: StoreState, chunks: Table) -> None:
 def vector_index_name(chunks: Table) -> str | None:
     """The name of the index on `vector`, None while there is none."""
     for index in chunks.list_indices():
-        if tuple(index.columns) == ("vector",):
+        if _on_vector(index):
             return index.name
     return None
+
+
+def _on_vector(index: IndexConfig) -> bool:
+    """Whether `index` is the vector index, whatever its kind (IVF-RQ, or the IVF-SQ of an
+    earlier release or of vectors RaBitQ cannot pack)."""
+    return tuple(index.columns) == ("vector",)
 
 
 def read_partitions(state: StoreState, chunks: Table) -> None:
@@ -199,8 +202,7 @@ def prewarm(settings: IndexSettings, chunks: Table) -> None:
     """Load the search indexes into Lance's cache when they fit in half of it, so the
     first searches after a start or an optimize do not read them piece by piece."""
     try:
-        kinds = ("FTS", *VECTOR_INDEX_TYPES)
-        indexes = [i for i in chunks.list_indices() if i.index_type in kinds]
+        indexes = [i for i in chunks.list_indices() if i.index_type == "FTS" or _on_vector(i)]
         size = sum(int(getattr(i, "size_bytes", 0) or 0) for i in indexes)
         if size > settings.index_cache_mb * 1024 * 1024 // 2:
             return
