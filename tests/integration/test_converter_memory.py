@@ -4,7 +4,6 @@ replied, so an idle worker does not keep a large document's memory (`libs.malloc
 from __future__ import annotations
 
 import multiprocessing
-import os
 import sys
 import threading
 import time
@@ -13,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.perf_measure import rss_mb
 from services.converter.core import worker_options
 from services.converter.settings import ConverterSettings
 from services.converter.worker import ConvertJob, _Worker
@@ -24,11 +24,6 @@ pytestmark = pytest.mark.skipif(
 # A 630 KB JSON file: a fresh worker converting it is left about 95 MB above where it was
 # ready when it keeps the pages (4 MB when it hands them back).
 LARGE = "mledoze-countries/countries-unescaped.json"
-
-
-def rss_mb(pid: int) -> float:
-    with open(f"/proc/{pid}/statm") as statm:
-        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
 @pytest.fixture
