@@ -58,6 +58,9 @@ from tests.servers import free_port
 BOOK = SHARED_FILES / "gutenberg" / "1342-0.txt"
 SCANNED = SHARED_FILES / "markitdown" / "MEDRPT-2024-PAT-3847_medical_report_scan.pdf"
 TOOLS = {tool.name for tool in CATALOG}  # the tool table the images' gateway publishes
+
+# The first test builds the base and service images (minutes on a machine without them).
+pytestmark = pytest.mark.timeout(2400)
 OVERRIDE = """\
 # The container tests' additions to docker-compose.yml.
 services:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import shutil
 import subprocess
 import sys
@@ -61,24 +62,34 @@ def _need_harness() -> None:
 
 
 @pytest.fixture(scope="module")
-def issuer() -> Iterator[str]:
+def issuer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     _need_harness()
-    process = subprocess.Popen(
-        ["node", str(PROVIDER), str(free_port())],
-        cwd=HARNESS,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    # What the provider says on stderr goes to a file: a pipe nobody reads would block it.
+    log_path = tmp_path_factory.mktemp("oidc-provider") / "provider.log"
+    with log_path.open("w") as log:
+        process = subprocess.Popen(
+            ["node", str(PROVIDER), str(free_port())],
+            cwd=HARNESS,
+            stdout=subprocess.PIPE,
+            stderr=log,
+            text=True,
+        )
     try:
         assert process.stdout is not None
-        line = process.stdout.readline()  # the provider prints one line once it listens
+        # The provider prints one line once it listens.
+        ready = select.select([process.stdout], [], [], 60)[0]
+        line = process.stdout.readline() if ready else ""
         if not line:
-            raise RuntimeError(f"oidc-provider did not start: {process.stderr.read()[-2000:]}")
+            said = log_path.read_text(errors="replace")[-2000:]
+            raise RuntimeError(f"oidc-provider did not start within 60 s: {said}")
         yield str(json.loads(line)["issuer"])
     finally:
         process.terminate()
-        process.wait(timeout=15)
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=15)
 
 
 @dataclass(frozen=True)
