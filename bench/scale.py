@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -132,7 +133,7 @@ def alternate_ingests(
 ) -> dict[str, Any]:
     """Real documents through the gateway into each table, the same documents, alternating
     which goes first each round; afterwards they are deleted again, so the tables stay the
-    size they were built to."""
+    size they were built to. Each round's folder goes once both have ingested it."""
     stamp = time.strftime("%Y%m%d%H%M%S")
     per_doc: dict[str, list[float]] = {name: [] for name in clusters}
     ids: dict[str, list[str]] = {name: [] for name in clusters}
@@ -147,6 +148,7 @@ def alternate_ingests(
             per_doc[name].append(took / docs)
             ids[name].extend(res["doc_id"] for res in body["results"])
             print(f"ingest round {r} {name}: {1000 * took / docs:.0f} ms/doc", file=sys.stderr)
+        shutil.rmtree(folder)
     folds_after = {name: folds(cluster) for name, cluster in clusters.items()}
     with httpx.Client(timeout=600) as client:
         for name, doc_ids in ids.items():
