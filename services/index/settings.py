@@ -94,15 +94,15 @@ class IndexSettings(CommonSettings):
         "many rows; below it vector search is exact, at about 0.8 ms per 1,000 rows on 2 cores",
     )
     index_vector_nprobes: int = Field(
-        default=20, ge=1, description="Fewest IVF partitions probed per query (unfiltered)"
+        default=60, ge=1, description="Fewest IVF partitions probed per query (unfiltered)"
     )
     index_vector_probe_share: float = Field(
-        default=0.06,
+        default=0.12,
         ge=0,
         le=1,
-        description="...or this share of the partitions, if more (of those the index has, or "
-        "of sqrt(rows), what a build now would give): a fixed count probes a smaller share "
-        "as the index grows",
+        description="...or this share of the partitions the index holds now, if more: a fresh "
+        "build's fine partitions need the share, the coarser ones Lance's folds leave the "
+        "minimum",
     )
     index_vector_refine_factor: int = Field(
         default=1,

@@ -227,6 +227,7 @@ async def test_a_reader_probes_the_vector_index_the_writer_builds(tmp_path: Path
         await asyncio.sleep(CONSISTENCY_S)
         await asyncio.to_thread(rstore.follow)
         assert rstore.state.ivf_partitions == wstore.state.ivf_partitions
+        assert rstore.state.held_partitions == wstore.state.held_partitions > 0
         query = IndexSearchRequest(query="number", vector_b64=encode(unit_vectors(1, 3)), top_k=5)
         assert len((await reader.search(query)).results) > 0
     finally:
@@ -245,7 +246,7 @@ async def test_a_reader_hands_free_pages_back_once_per_writer_commit(
         await writer.upsert(upsert_request("a.md", ["alpha words"]))
         rstore = await reader.start()
         monkeypatch.setattr(
-            tables, "release_free_memory", lambda: versions.append(rstore.state.released_at_version)
+            tables, "release_free_memory", lambda: versions.append(rstore.state.followed_version)
         )
         wstore = await writer.start()
 

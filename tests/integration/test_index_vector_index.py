@@ -178,48 +178,58 @@ async def test_an_ivf_sq_index_of_an_earlier_release_is_still_searched(tmp_path:
         )
 
 
-class _Counted:
-    """A table that only counts its rows (what `ann.nprobes` reads without a filter)."""
-
-    def __init__(self, rows: int) -> None:
-        self.rows, self.counts = rows, 0
-
-    async def count_rows(self, where: str | None = None) -> int:
-        self.counts += 1
-        return self.rows
-
-
-async def test_probes_are_a_share_of_the_partitions_once_that_is_more_than_the_minimum(
+async def test_probes_are_a_share_of_the_partitions_held_once_that_is_more_than_the_minimum(
     tmp_path: Path,
 ) -> None:
     settings = IndexSettings(
-        lancedb_uri=str(tmp_path / "db"), index_vector_nprobes=20, index_vector_probe_share=0.04
+        lancedb_uri=str(tmp_path / "db"), index_vector_nprobes=60, index_vector_probe_share=0.12
     )
     probes = {}
-    for partitions, rows in (
-        (0, 5000), (12, 144), (100, 10_000), (500, 250_000), (501, 251_001),
-        (1000, 1_000_000), (4000, 16_000_000), (559, 1_000_000), (100, 1_000_000),
+    for built, held in (
+        (0, 0), (12, 0), (100, 100), (500, 500), (501, 501),
+        (800, 800), (522, 451), (1000, 4000), (800, 11),
     ):  # fmt: skip
         state = StoreState(settings)
-        state.ivf_partitions = partitions
-        probes[partitions, rows] = await ann.nprobes(
-            state, cast(AsyncTable, _Counted(rows)), 0, None
-        )
-    # Exact search without an index; never more probes than partitions; the minimum up to
-    # 500 partitions (4 % of it is 20); 4 %, rounded up, past it; and for an index trained
-    # on fewer rows than the table now holds (559 partitions at a million rows), 4 % of the
-    # partitions a build now would give (sqrt(rows)).
+        state.ivf_partitions, state.held_partitions = built, held
+        probes[built, held] = await ann.nprobes(state, cast(AsyncTable, None), 0, None)
+    # Exact search without an index; never more probes than partitions (those built when
+    # Lance's statistics could not be read); the minimum up to 500 partitions (12 % of it
+    # is 60); 12 %, rounded up, past it, of the partitions the index holds now, not of those
+    # its build made: a fresh build's 800 get 96, the 451 a folded one holds the minimum.
     assert probes == {
-        (0, 5000): 0, (12, 144): 12, (100, 10_000): 20, (500, 250_000): 20,
-        (501, 251_001): 21, (1000, 1_000_000): 40, (4000, 16_000_000): 160,
-        (559, 1_000_000): 40, (100, 1_000_000): 40,
+        (0, 0): 0, (12, 0): 12, (100, 100): 60, (500, 500): 60, (501, 501): 61,
+        (800, 800): 96, (522, 451): 60, (1000, 4000): 480, (800, 11): 11,
     }  # fmt: skip
-    # The rows are counted once per table version.
-    state, table = StoreState(settings), _Counted(1_000_000)
-    state.ivf_partitions = 1000
-    for version in (7, 7, 7, 8):
-        await ann.nprobes(state, cast(AsyncTable, table), version, None)
-    assert table.counts == 2
+
+
+async def test_probes_follow_the_partitions_the_folds_leave(tmp_path: Path) -> None:
+    # Lance's fold joins the partitions it finds too small: those of a build at 600 rows
+    # (24 of 25 rows) are joined by the next fold. Searches probe what the index holds; the
+    # build's count stays recorded, for the next build.
+    settings = IndexSettings(lancedb_uri=str(tmp_path / "db"), index_vector_index_min_rows=600)
+    vectors = clustered(900, 11)
+    seen: list[tuple[int, int, int]] = []
+    async with IndexCore(settings) as core:
+        for d in range(3):
+            part = vectors[d * 300 : (d + 1) * 300]
+            texts = [f"doc {d} chunk {i}" for i in range(300)]
+            await core.upsert(upsert_request(f"src-{d}", texts, vectors=part))
+            await core.optimize()
+            assert core.store is not None
+            state = core.store.state
+            probes = await ann.nprobes(state, cast(AsyncTable, None), 0, None)
+            seen.append((state.ivf_partitions, state.held_partitions, probes))
+        assert seen[:2] == [(0, 0, 0), (24, 24, 24)], seen
+        built, held, probes = seen[2]
+        assert built == 24 and 0 < held < 24 and probes == held, seen
+        assert await recall_at_10(core, vectors, clustered(20, 12), per_source=300) >= 0.95
+
+    async with IndexCore(settings) as reopened:
+        assert reopened.store is not None
+        assert (reopened.store.state.ivf_partitions, reopened.store.state.held_partitions) == (
+            24,
+            held,
+        )
 
 
 async def test_a_fold_merges_the_vector_index_delta_segments_past_the_setting(

@@ -6,22 +6,22 @@ Below `INDEX_VECTOR_INDEX_MIN_ROWS` vector search is exact. Past it an IVF-RQ in
 with about sqrt(rows) partitions is built; `optimize` folds new rows into it incrementally
 (rows not yet folded are searched exactly). Once sqrt(rows) reaches twice the partitions of
 the build the index is built again (at 10k rows and then 40k, 160k, 640k...), its partitions
-trained on the rows the table holds then; searches probe a share of the partitions a build
-would give now when that is more than of those the build made. The build's partition count
-is recorded in `meta`, since Lance's index statistics do not tell it.
+trained on the rows the table holds then. The build's partition count is recorded in `meta`,
+since Lance's index statistics tell only what the index holds now.
 
 The index a search reads has fewer, larger partitions than the build made: Lance's fold
 (its SPFresh-style maintenance) joins partitions it finds too small, about 2,000 rows or
 fewer, into their neighbours, and splits those grown far past its own target. The benchmark's
 million-chunk table, built with 567 partitions at 322,000 rows, holds 203 of about 4,900 rows
-after its folds, so 40 probes read about a fifth of the rows (docs/benchmarks.md).
+after its folds, so 40 probes read about a fifth of the rows (docs/benchmarks.md). Searches
+probe a share of the partitions the index holds now (`nprobes`), read after each fold.
 
 RaBitQ's codes are half the size of 8-bit scalar quantization's (IVF-SQ, this index's kind
 before 0.8.18), and Lance compares them faster. On the million-chunk table with 219
 partitions, after ten folds and a merge of their segments, 60 probes of IVF-RQ found 0.983 of
 the true ten nearest in 6.3 ms, where IVF-SQ's 40 found 0.975 in 9.6 ms; the index is 218
 against 390 MB, and the process held about 200 MB less. IVF-RQ's 40 probes found 0.955-0.979
-over three builds, hence a probe share of 6 % (docs/benchmarks.md). An IVF-SQ index built by
+over three builds, hence a minimum of 60 probes (docs/benchmarks.md). An IVF-SQ index built by
 an earlier release is searched as it is, and replaced by the next build as the table grows.
 
 Each fold also leaves the rows it indexed in a delta segment of their own, and lancedb's
@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import time
 from collections.abc import Callable
 
@@ -51,35 +52,31 @@ from services.index.store.state import StoreState
 
 log = logging.getLogger(__name__)
 
+# Lance's index statistics leave the centroids out (`held_partitions` reads only the
+# partitions; at a million chunks the centroids are megabytes of JSON, and Lance warns each
+# time it includes them by default).
+os.environ.setdefault("LANCE_INCLUDE_VECTOR_CENTROIDS", "false")
+
 
 async def nprobes(state: StoreState, table: AsyncTable, version: int, where: str | None) -> int:
-    """IVF partitions to probe, 0 while vector search is exact: `INDEX_VECTOR_NPROBES`, or
-    `INDEX_VECTOR_PROBE_SHARE` of the partitions when that is more, so recall holds as the
-    index grows. The share is of the partitions the index has or of those a build at the
-    table's size would give (sqrt(rows)), whichever is more: an index trained on fewer rows
-    has coarser partitions, and the same share of them found fewer of the true nearest
-    (docs/benchmarks.md). More when a filter keeps few rows, since the nearest allowed rows
-    may then sit in partitions the default probes miss."""
-    partitions = state.ivf_partitions
-    if not partitions:
+    """IVF partitions to probe, 0 while vector search is exact: `INDEX_VECTOR_PROBE_SHARE` of
+    the partitions the index holds now, or `INDEX_VECTOR_NPROBES` when that is more. Lance's
+    folds join small partitions and split large ones, so the count a build made says little
+    of the index later: a fresh build at 640,000 rows holds 800 partitions of 800 rows, one
+    of 1,000 at a million rows held 451 after a few folds (`read_held_partitions`). Fine partitions
+    need the share (of a fresh build's 800, 96 found 0.99 of the true ten nearest, 48
+    0.92-0.97), coarse ones the minimum (docs/benchmarks.md). More when a filter keeps few
+    rows, since the nearest allowed rows may then sit in partitions the default probes miss."""
+    if not state.ivf_partitions:
         return 0
     settings = state.settings
-    fresh = partitions_for(await _rows(state, table, version))
+    partitions = state.held_partitions or state.ivf_partitions
     probes = max(
-        settings.index_vector_nprobes,
-        math.ceil(settings.index_vector_probe_share * max(partitions, fresh)),
+        settings.index_vector_nprobes, math.ceil(settings.index_vector_probe_share * partitions)
     )
     if where:
         probes = math.ceil(probes / await _selectivity(state, table, version, where))
     return min(probes, partitions)
-
-
-async def _rows(state: StoreState, table: AsyncTable, version: int) -> int:
-    """The table's rows at `version`, counted once per version."""
-    counted = state.rows_at
-    if counted is None or counted[0] != version:
-        counted = state.rows_at = (version, await table.count_rows())
-    return counted[1]
 
 
 async def _selectivity(state: StoreState, table: AsyncTable, version: int, where: str) -> float:
@@ -191,11 +188,28 @@ def _on_vector(index: IndexConfig) -> bool:
 
 
 def read_partitions(state: StoreState, chunks: Table) -> None:
-    """The partitions of an existing vector index, as recorded in `meta` when it was built;
-    an index from a release that did not record them is taken to have about sqrt(rows)."""
+    """The partitions of an existing vector index: those the build made, as recorded in
+    `meta` (an index from a release that did not record them is taken to have about
+    sqrt(rows)), and those it holds now (`read_held_partitions`)."""
     if vector_index_name(chunks) is not None:
         recorded = meta.values(state.db).get(meta.IVF_PARTITIONS_KEY)
         state.ivf_partitions = int(recorded) if recorded else partitions_for(chunks.count_rows())
+    read_held_partitions(state, chunks)
+
+
+def read_held_partitions(state: StoreState, chunks: Table) -> None:
+    """The most partitions a segment of the vector index holds now, from Lance's index
+    statistics (a few ms at a million chunks; after each fold, which joins and splits
+    them); 0 without an index or when they cannot be read, and the recorded count serves."""
+    name = vector_index_name(chunks)
+    held = 0
+    if name is not None:
+        try:
+            stats = chunks.to_lance().stats.index_stats(name)
+            held = max((int(s.get("num_partitions") or 0) for s in stats["indices"]), default=0)
+        except Exception:
+            log.warning("could not read the vector index's partitions", exc_info=True)
+    state.held_partitions = held
 
 
 def prewarm(settings: IndexSettings, chunks: Table) -> None:

@@ -121,6 +121,7 @@ def optimize(state: StoreState, only: Collection[str] | None = None) -> None:
                 if name == CHUNKS:
                     ann.maybe_build(state, table)
                     ann.merge_deltas(state, table)
+                    ann.read_held_partitions(state, table)
         finally:
             with state.write_lock:
                 # Brings the write handles to the fold's last commits and records them.

@@ -133,12 +133,13 @@ class StoreState:
         # the documents table's own.
         self.fold_rest_until = 0.0
         self.documents_rest_until = 0.0
-        # IVF partitions of the vector index, 0 while vector search is exact.
+        # IVF partitions of the vector index as built, 0 while vector search is exact; and
+        # those it holds now, after Lance's folds joined and split them (`ann.nprobes`).
         self.ivf_partitions = 0
-        # The chunks table's version when a reader last handed free pages back (`tables.follow`).
-        self.released_at_version: int | None = None
+        self.held_partitions = 0
+        # The chunks table's version a reader last followed (`tables.follow`).
+        self.followed_version: int | None = None
         self.selectivity = SelectivityCache()
-        self.rows_at: tuple[int, int] | None = None  # (chunks version, its rows): `ann`
         self.hit_documents = DocumentColumns()
 
     def note_write(self) -> None:

@@ -119,23 +119,24 @@ def _ready(name: str, table: Table, fields: list[pa.Field], indexed: list[str]) 
 
 
 def follow(state: StoreState) -> None:
-    """A reader's periodic look at the writer's work: tables that appeared, and a vector
-    index built or rebuilt since (its partition count, to probe it as the writer meant).
-    Once the writer has committed since the last look, the pages this process's allocator
-    holds free go back to the system: its searches read the new index segments and let
-    the old ones go (`libs.malloc`; at a million chunks a reader's memory otherwise
-    climbed commit after commit). Blocking: for worker threads."""
+    """A reader's periodic look at the writer's work: tables that appeared, and, once the
+    writer has committed since the last look, its vector index's partitions (built or
+    rebuilt, joined and split by folds: to probe it as the writer would). Then the pages
+    this process's allocator holds free go back to the system: its searches read the new
+    index segments and let the old ones go (`libs.malloc`; at a million chunks a reader's
+    memory otherwise climbed commit after commit). Blocking: for worker threads."""
     _, chunks = tables(state)
     if chunks is None:
+        return
+    version = chunks.version
+    if version == state.followed_version:
         return
     before = state.ivf_partitions
     ann.read_partitions(state, chunks)
     if state.ivf_partitions != before:
         ann.prewarm(state.settings, chunks)
-    version = chunks.version
-    if version != state.released_at_version:
-        state.released_at_version = version
-        release_free_memory()
+    state.followed_version = version
+    release_free_memory()
 
 
 def _open_due(state: StoreState) -> bool:
