@@ -52,7 +52,7 @@ from services.index.store.state import StoreState
 
 log = logging.getLogger(__name__)
 
-# Lance's index statistics leave the centroids out (`held_partitions` reads only the
+# Lance's index statistics leave the centroids out (`read_held_partitions` reads only the
 # partitions; at a million chunks the centroids are megabytes of JSON, and Lance warns each
 # time it includes them by default).
 os.environ.setdefault("LANCE_INCLUDE_VECTOR_CENTROIDS", "false")
