@@ -22,6 +22,14 @@ from services.index.store.state import StoreState
 from tests.index_helpers import upsert_request
 
 DIM = 384
+# What the IVF-RQ index must find of the exact top 10 here. These rows are isotropic noise
+# around random centres, and the queries random points unrelated to them, so the rows nearest
+# a query sit at nearly equal distances and RaBitQ's 4-bit codes (with the service's refine
+# factor of 1) reorder them: 56 runs of the rebuild test, every partition probed, found
+# 0.925-0.97. Real queries are measured in docs/benchmarks.md (0.973 at a million chunks);
+# an index that probed the wrong partitions would find far less. IVF-SQ's 8-bit codes keep
+# 0.95 here.
+RQ_RECALL = 0.9
 
 
 def clustered(n: int, seed: int, dim: int = DIM) -> np.ndarray:
@@ -71,7 +79,7 @@ async def test_vector_index_is_built_past_the_threshold_and_stays_accurate(
         assert "IvfRq" in kinds and "IvfSq" not in kinds, kinds
 
         queries = clustered(30, 2)
-        assert await recall_at_10(core, vectors, queries, per_source=100) >= 0.95
+        assert await recall_at_10(core, vectors, queries, per_source=100) >= RQ_RECALL
 
         odd = await core.search(
             IndexSearchRequest(
@@ -113,7 +121,7 @@ async def test_vector_index_is_built_again_as_the_table_outgrows_its_partitions(
             (2700, 48),
             (3000, 48),
         ]
-        assert await recall_at_10(core, vectors, clustered(20, 4), per_source=300) >= 0.95
+        assert await recall_at_10(core, vectors, clustered(20, 4), per_source=300) >= RQ_RECALL
 
     # After a restart the partitions are those recorded at the build, not sqrt(3000) = 54.
     async with IndexCore(settings) as reopened:
@@ -222,7 +230,7 @@ async def test_probes_follow_the_partitions_the_folds_leave(tmp_path: Path) -> N
         assert seen[:2] == [(0, 0, 0), (24, 24, 24)], seen
         built, held, probes = seen[2]
         assert built == 24 and 0 < held < 24 and probes == held, seen
-        assert await recall_at_10(core, vectors, clustered(20, 12), per_source=300) >= 0.95
+        assert await recall_at_10(core, vectors, clustered(20, 12), per_source=300) >= RQ_RECALL
 
     async with IndexCore(settings) as reopened:
         assert reopened.store is not None
