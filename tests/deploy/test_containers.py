@@ -61,6 +61,7 @@ TOOLS = {tool.name for tool in CATALOG}  # the tool table the images' gateway pu
 
 # The first test builds the base and service images (minutes on a machine without them).
 pytestmark = pytest.mark.timeout(2400)
+
 OVERRIDE = """\
 # The container tests' additions to docker-compose.yml.
 services:

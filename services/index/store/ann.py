@@ -191,25 +191,31 @@ def read_partitions(state: StoreState, chunks: Table) -> None:
     """The partitions of an existing vector index: those the build made, as recorded in
     `meta` (an index from a release that did not record them is taken to have about
     sqrt(rows)), and those it holds now (`read_held_partitions`)."""
-    if vector_index_name(chunks) is not None:
+    name = vector_index_name(chunks)
+    if name is not None:
         recorded = meta.values(state.db).get(meta.IVF_PARTITIONS_KEY)
         state.ivf_partitions = int(recorded) if recorded else partitions_for(chunks.count_rows())
-    read_held_partitions(state, chunks)
+    state.held_partitions = _held(chunks, name)
 
 
 def read_held_partitions(state: StoreState, chunks: Table) -> None:
-    """The most partitions a segment of the vector index holds now, from Lance's index
-    statistics (a few ms at a million chunks; after each fold, which joins and splits
-    them); 0 without an index or when they cannot be read, and the recorded count serves."""
-    name = vector_index_name(chunks)
-    held = 0
-    if name is not None:
-        try:
-            stats = chunks.to_lance().stats.index_stats(name)
-            held = max((int(s.get("num_partitions") or 0) for s in stats["indices"]), default=0)
-        except Exception:
-            log.warning("could not read the vector index's partitions", exc_info=True)
-    state.held_partitions = held
+    """The partitions the vector index holds now (after each fold, which joins and splits
+    them)."""
+    state.held_partitions = _held(chunks, vector_index_name(chunks))
+
+
+def _held(chunks: Table, name: str | None) -> int:
+    """The most partitions a segment of the index `name` holds, from Lance's index
+    statistics (a few ms at a million chunks); 0 without an index or when they cannot be
+    read, and the recorded count serves."""
+    if name is None:
+        return 0
+    try:
+        stats = chunks.to_lance().stats.index_stats(name)
+    except Exception:
+        log.warning("could not read the vector index's partitions", exc_info=True)
+        return 0
+    return max((int(s.get("num_partitions") or 0) for s in stats["indices"]), default=0)
 
 
 def prewarm(settings: IndexSettings, chunks: Table) -> None:
