@@ -704,6 +704,13 @@ async def test_a_search_that_never_sees_a_still_table_waits_for_the_write_lock(
     store = IndexStore(settings_for(tmp_path))
     store.upsert(upsert_request("a.md", ["alpha words"]))
     moving: list[_AlwaysMovingVersion] = []
+    # The versions seen are made up: the picked rows are read at the real one.
+    real_read = store.state.picked_rows.read
+
+    def read(table: Any, version: int, row_ids: list[int], columns: list[str]) -> Any:
+        return real_read(table, table.version, row_ids, columns)
+
+    monkeypatch.setattr(store.state.picked_rows, "read", read)
     real_handle = lance.async_handle
 
     def handle(table: Any) -> _AlwaysMovingVersion:

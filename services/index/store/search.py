@@ -2,9 +2,10 @@
 
 Nothing here blocks the loop but a filter's compilation and the fusion of at most a few
 hundred candidates; looking for tables another process created, while the store is still
-empty, happens in a worker thread (`tables.tables_async`). The legs, the fusion and the read
-of the picked rows see one table version (`snapshot`), and a hit's document columns come
-from memory for a doc_id seen before (`StoreState.hit_documents`).
+empty, happens in a worker thread (`tables.tables_async`), and so does the read of the rows
+picked (`picks`, Lance's own read by row id). The legs, the fusion and that read see one
+table version (`snapshot`), and a hit's document columns come from memory for a doc_id seen
+before (`StoreState.hit_documents`).
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ import asyncio
 from collections.abc import Awaitable
 
 import numpy as np
-from lancedb.table import AsyncTable
+from anyio import to_thread
+from lancedb.table import AsyncTable, Table
 
 from libs.contracts import IndexSearchRequest, SearchResult
 from libs.errors import InvalidInputError
@@ -100,7 +102,7 @@ async def search(state: StoreState, request: IndexSearchRequest) -> SearchResult
             picked = ranking.cap_per_document(ranked, top_k, per_document)
             exhausted = all(len(leg) < depth for leg in ranked_legs)
             if len(picked) >= top_k or exhausted or depth >= MAX_CANDIDATES:
-                return await materialize(state, table, picked, embedded)
+                return await materialize(state, chunks, version, picked, embedded)
             depth = min(depth * DEEPEN_FACTOR, MAX_CANDIDATES)
 
     picked = await snapshot.in_one_version(state, chunks, read)
@@ -109,11 +111,12 @@ async def search(state: StoreState, request: IndexSearchRequest) -> SearchResult
 
 
 async def materialize(
-    state: StoreState, table: AsyncTable, picked: Ranked, embedded: Matrix | None
+    state: StoreState, chunks: Table, version: int, picked: Ranked, embedded: Matrix | None
 ) -> Ranked:
     """The picked candidates with every column a hit shows, in the same order, each with
-    its `similarity` to `embedded` (when the query was embedded). Document columns come
-    from the per-doc_id cache; only documents not in it are read."""
+    its `similarity` to `embedded` (when the query was embedded), read from `chunks` at
+    `version` (`picks`). Document columns come from the per-doc_id cache; only documents
+    not in it are read."""
     if not picked:
         return []
     known = {
@@ -121,8 +124,8 @@ async def materialize(
     }
     unknown = embedded is not None and len(known) < len(picked)
     columns = [*HIT_CHUNK_COLUMNS, "vector"] if unknown else HIT_CHUNK_COLUMNS
-    take = table.take_row_ids([row["_rowid"] for row, _ in picked])
-    rows: list[Row] = (await take.select(columns).with_row_id().to_arrow()).to_pylist()
+    ids = [row["_rowid"] for row, _ in picked]
+    rows = await to_thread.run_sync(state.picked_rows.read, chunks, version, ids, columns)
     if embedded is not None:
         ranking.attach_similarity(rows, embedded, known)
     documents = state.hit_documents.get_many({row["doc_id"] for row in rows})
@@ -140,9 +143,11 @@ async def materialize(
         if row["doc_id"] not in documents:
             first_of.setdefault(row["doc_id"], row["_rowid"])
     if first_of:
-        take = table.take_row_ids(list(first_of.values()))
-        fetched = await take.select(HIT_DOCUMENT_ENTRY).to_arrow()
-        documents.update(state.hit_documents.remember(fetched.to_pylist()))
+        ids = list(first_of.values())
+        entries = await to_thread.run_sync(
+            state.picked_rows.read, chunks, version, ids, HIT_DOCUMENT_ENTRY
+        )
+        documents.update(state.hit_documents.remember(entries))
     by_id = {}
     for row in rows:
         document = documents.get(row["doc_id"])

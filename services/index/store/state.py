@@ -23,6 +23,7 @@ from libs.malloc import limit_arenas
 from services.index.settings import IndexSettings
 from services.index.store import lance, location
 from services.index.store.meta import ModelStamp
+from services.index.store.picks import PickedRows
 from services.index.store.schema import HIT_DOCUMENT_COLUMNS
 from services.index.store.writer_guard import WriterGuard
 
@@ -141,6 +142,7 @@ class StoreState:
         self.followed_version: int | None = None
         self.selectivity = SelectivityCache()
         self.hit_documents = DocumentColumns()
+        self.picked_rows = PickedRows(settings.index_metadata_cache_mb)
 
     def note_write(self) -> None:
         """Count a committed write, for `maintenance.optimize_due`."""
