@@ -17,10 +17,13 @@ which keeps its caches), so a read costs no manifest load while the table stands
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from lance import LanceDataset
 from lancedb.table import Table
+
+if TYPE_CHECKING:  # `lance` is imported by `Table.to_lance` when a store first reads rows:
+    # importing it registers a warning at every fork of the process, tests' and git's too.
+    from lance import LanceDataset
 
 # A read by row id uses no index; the file metadata is what this handle caches.
 _INDEX_CACHE_BYTES = 1024 * 1024
