@@ -6,6 +6,8 @@ not; a LANCEDB_LOG of the operator's own wins. Other services leave it alone."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
@@ -13,7 +15,7 @@ from typing import Any
 import pytest
 
 from services.entrypoints import mcpvectordb, serve
-from services.entrypoints.lancelog import LANCE_LOG
+from services.entrypoints.lancelog import FORK_WARNING, LANCE_LOG
 
 
 @pytest.fixture
@@ -64,3 +66,26 @@ def test_an_http_gateway_sets_it_only_with_the_index_in_process(
     argv = ["--transport", "sse", "--host", "127.0.0.1", "--port", "18999"]
     assert mcpvectordb.main([*argv, "--standalone"] if standalone else argv) == 0
     assert os.environ.get("LANCEDB_LOG") == expected
+
+
+@pytest.mark.parametrize("quiet", [False, True])
+def test_lances_warning_at_a_fork_is_not_shown_where_the_index_runs(quiet: bool) -> None:
+    """Lance warns at every fork once imported; a process that runs the index forks only to
+    exec (git), so `quiet_lance_log` hides it. Checked in a fresh interpreter, whose warning
+    filters are Python's own."""
+    code = (
+        "import subprocess, sys\n"
+        "if sys.argv[1] == 'quiet':\n"
+        "    from services.entrypoints.lancelog import quiet_lance_log\n"
+        "    quiet_lance_log()\n"
+        "import lance\n"
+        "subprocess.run(['true'], preexec_fn=lambda: None, check=True)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, "quiet" if quiet else "loud"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    assert (FORK_WARNING in done.stderr) is not quiet, done.stderr
