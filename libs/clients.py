@@ -4,10 +4,12 @@ benchmarks). They implement the ports in `libs.ports`."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import AsyncIterator, Awaitable
 from typing import Any
 from urllib.parse import quote
 
 from libs.contracts import (
+    SEARCH_STREAM_TYPE,
     ChunkRequest,
     ConvertResult,
     DeleteResult,
@@ -25,6 +27,7 @@ from libs.contracts import (
     LookupResponse,
     ModelInfo,
     PartReceived,
+    QueryVector,
     SearchResult,
     SourceList,
     StoredVectors,
@@ -96,8 +99,27 @@ class IndexClient(ServiceClient):
     async def stage(self, part: UpsertPart) -> PartReceived:
         return await self.fetch(PartReceived, "POST", "/documents/parts", body=part)
 
-    async def search(self, request: IndexSearchRequest) -> SearchResult:
-        return await self.fetch(SearchResult, "POST", "/search", body=request)
+    async def search(
+        self, request: IndexSearchRequest, later: Awaitable[str] | None = None
+    ) -> SearchResult:
+        """With `later` (the query vector still being computed) and no `vector_b64`, the
+        parameters go ahead and the vector follows in the same request (`POST
+        /search/stream`): the index runs the full-text leg while the vector comes."""
+        if later is None or request.vector_b64:
+            return await self.fetch(SearchResult, "POST", "/search", body=request)
+        parameters = request.model_dump_json(exclude={"vector_b64"}).encode() + b"\n"
+
+        async def lines() -> AsyncIterator[bytes]:
+            yield parameters
+            yield QueryVector(vector_b64=await later).model_dump_json().encode() + b"\n"
+
+        return await self.fetch(
+            SearchResult,
+            "POST",
+            "/search/stream",
+            stream=lines,
+            headers={"Content-Type": SEARCH_STREAM_TYPE},
+        )
 
     async def list_documents(
         self, library: str | None, limit: int, offset: int

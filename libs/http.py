@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, TypeVar
@@ -250,7 +250,8 @@ class ServiceClient:
         **kwargs: Any,
     ) -> M:
         """`request`, with the answer validated as `model` straight from its JSON bytes and
-        `body` (if any) sent as its JSON, both serialised by pydantic in one pass each."""
+        `body` (if any) sent as its JSON, both serialised by pydantic in one pass each.
+        `stream` (see `_send`) sends a body made as it goes instead."""
         if body is not None:
             kwargs["content"] = body.model_dump_json().encode()
             kwargs["headers"] = {**(kwargs.get("headers") or {}), "Content-Type": _JSON}
@@ -259,14 +260,24 @@ class ServiceClient:
         return model.model_validate_json(response.content)
 
     async def _send(
-        self, method: str, path: str, *, timeout_s: float | None = None, **kwargs: Any
+        self,
+        method: str,
+        path: str,
+        *,
+        timeout_s: float | None = None,
+        stream: Callable[[], AsyncIterator[bytes]] | None = None,
+        **kwargs: Any,
     ) -> httpx.Response:
+        """`stream` makes the body of each attempt anew (chunked, sent as it is made), so a
+        retry sends all of it again."""
         headers = dict(kwargs.pop("headers", None) or {})
         headers[REQUEST_ID_HEADER] = request_id_var.get()
         timeout = self._timeout if timeout_s is None else _timeout(timeout_s)
         url = self._base.copy_with(raw_path=self._base.raw_path.rstrip(b"/") + path.encode())
 
         async def send() -> httpx.Response:
+            if stream is not None:
+                kwargs["content"] = stream()
             request = httpx.Request(
                 method, url, headers=headers, extensions={"timeout": timeout}, **kwargs
             )

@@ -7,6 +7,7 @@ tell them apart; tests use both.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from typing import Protocol
 
 from libs.contracts import (
@@ -54,7 +55,12 @@ class IndexPort(Protocol):
     # A part of a document larger than one write (`IndexInfo.max_body_bytes`), held by the
     # index until the upsert that names it (`UpsertRequest.staged`).
     async def stage(self, part: UpsertPart) -> PartReceived: ...
-    async def search(self, request: IndexSearchRequest) -> SearchResult: ...
+    # `later`: the query vector (base64, as `vector_b64`) still being computed, for a request
+    # without one; the index starts on the words meanwhile. It only ever gives a vector: a
+    # caller whose embedding fails cancels the search instead.
+    async def search(
+        self, request: IndexSearchRequest, later: Awaitable[str] | None = None
+    ) -> SearchResult: ...
     async def list_documents(
         self, library: str | None, limit: int, offset: int
     ) -> ListDocumentsResult: ...

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
 from datetime import UTC, datetime
 from typing import Any
@@ -125,6 +125,7 @@ class FakeIndex:
         self.staging = Staging(max_bytes=0, ttl_s=900.0)
         self.parts_sent = 0
         self.jobs: dict[str, JobRecord] = {}
+        self.searches: list[IndexSearchRequest] = []  # each as answered, its vector in it
 
     async def save_job(self, record: JobRecord) -> None:
         self.jobs[record.job.job_id] = record.model_copy(deep=True)
@@ -194,7 +195,13 @@ class FakeIndex:
         model, dim, vectors = self.vectors[doc_id]
         return StoredVectors.of(model, dim, [c.text for c in self.docs[doc_id][2]], vectors)
 
-    async def search(self, request: IndexSearchRequest) -> SearchResult:
+    async def search(
+        self, request: IndexSearchRequest, later: Awaitable[str] | None = None
+    ) -> SearchResult:
+        if later is not None and not request.vector_b64:
+            # As the index does: the vector that follows the search's parameters.
+            request = request.model_copy(update={"vector_b64": await later})
+        self.searches.append(request)
         hits = []
         words = set(request.query.lower().split())
         for info, _, chunks in self.docs.values():

@@ -42,6 +42,7 @@ from libs.contracts.jobs import (
     ListJobsInput,
 )
 from libs.contracts.messages import (
+    SEARCH_STREAM_TYPE,
     Chunk,
     ChunkRequest,
     ConvertResult,
@@ -54,6 +55,7 @@ from libs.contracts.messages import (
     ModelInfo,
     NewDocument,
     PartReceived,
+    QueryVector,
     ReadyStatus,
     StagedChunks,
     StoredVectors,
@@ -118,6 +120,7 @@ __all__ = [
     "MAX_CONTEXT_CHUNKS",
     "MAX_LIST_LIMIT",
     "MAX_TOKENS_LIMIT",
+    "SEARCH_STREAM_TYPE",
     "TOOLS",
     "TOOLS_BY_NAME",
     "URI_TEMPLATE",
@@ -175,6 +178,7 @@ __all__ = [
     "NoInput",
     "PartReceived",
     "PathCheck",
+    "QueryVector",
     "ReadyStatus",
     "RepoIngestResult",
     "ResourcePageInput",

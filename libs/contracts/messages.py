@@ -262,6 +262,16 @@ class IndexSearchRequest(Model):
     min_score: MinScore = None
 
 
+# `POST /search/stream`: a search whose query vector follows its parameters, as the two
+# lines of one NDJSON body: an IndexSearchRequest without `vector_b64`, then a QueryVector
+# once the caller has embedded the query (`services.index.search_stream`).
+SEARCH_STREAM_TYPE = "application/x-ndjson"
+
+
+class QueryVector(Model):
+    vector_b64: str
+
+
 # What an index process does with its store (INDEX_ROLE): `all` reads and writes alone,
 # `writer` is the one writer of a store that `reader` replicas share read-only.
 IndexRole = Literal["all", "writer", "reader"]

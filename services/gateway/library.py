@@ -208,24 +208,32 @@ class Library:
     async def search(
         self, req: SearchInput, call: Call | None = None, *, mode: SearchMode = "hybrid"
     ) -> SearchResult:
-        """Embed the query (unless `mode` is keyword-only and no similarity floor is set),
-        then ask the index."""
-        vector = None
-        if mode != "bm25" or req.min_score is not None:
-            vector = encode(await self.ports.embedder.embed([req.query], "query"))
-        return await self.ports.index.search(
-            IndexSearchRequest(
-                query=req.query,
-                vector_b64=vector,
-                top_k=req.top_k,
-                library=req.library,
-                filter=req.filter,
-                mode=mode,
-                max_tokens=req.max_tokens,
-                max_per_document=req.max_per_document,
-                min_score=req.min_score,
-            )
+        """Ask the index, and embed the query meanwhile (unless `mode` is keyword-only and no
+        similarity floor is set): the index starts on the query's words and takes the vector
+        when it comes. A failed embedding cancels the search and is the error reported."""
+        request = IndexSearchRequest(
+            query=req.query,
+            top_k=req.top_k,
+            library=req.library,
+            filter=req.filter,
+            mode=mode,
+            max_tokens=req.max_tokens,
+            max_per_document=req.max_per_document,
+            min_score=req.min_score,
         )
+        if mode == "bm25" and req.min_score is None:
+            return await self.ports.index.search(request)
+        vector: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        searching = asyncio.ensure_future(self.ports.index.search(request, vector))
+        try:
+            vector.set_result(encode(await self.ports.embedder.embed([req.query], "query")))
+        except BaseException:
+            searching.cancel()
+            await asyncio.wait({searching})
+            if not searching.cancelled():
+                searching.exception()  # the embedding's failure is the one to report
+            raise
+        return await searching
 
     async def list_documents(
         self, req: ListDocumentsInput, call: Call | None = None

@@ -179,8 +179,10 @@ class ReplicaRouter:
 
     # -------------------------------------------------------------------- reads
 
-    async def search(self, request: IndexSearchRequest) -> SearchResult:
-        return await self._read("search", lambda port: port.search(request))
+    async def search(
+        self, request: IndexSearchRequest, later: Awaitable[str] | None = None
+    ) -> SearchResult:
+        return await self._read("search", lambda port: port.search(request, later))
 
     async def list_documents(
         self, library: str | None, limit: int, offset: int

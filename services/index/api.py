@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import APIRouter, Depends, Query, Request, Response
 
 from libs.contracts import (
     MAX_CONTEXT_CHUNKS,
@@ -34,6 +34,7 @@ from libs.contracts.fields import MAX_SOURCE_CHARS
 from libs.contracts.jobs import MAX_JOB_LIST
 from libs.contracts.sync import MAX_CURSOR_CHARS
 from libs.errors import InvalidInputError
+from services.index import search_stream
 from services.index.core import IndexCore
 
 router = APIRouter()
@@ -71,6 +72,12 @@ async def stage(core: Core, body: UpsertPart) -> PartReceived:
 @router.post("/search")
 async def search(core: Core, body: IndexSearchRequest) -> SearchResult:
     return await core.search(body)
+
+
+@router.post(search_stream.PATH, response_model=SearchResult)
+async def search_with_vector_to_follow(request: Request) -> Response:
+    """The search's parameters, then its query vector, as two NDJSON lines of one body."""
+    return await search_stream.streamed_search(request, get_core)
 
 
 @router.get("/documents")

@@ -12,6 +12,7 @@ from fastapi import FastAPI
 from libs import SERVER_VERSION
 from libs.body_limit import BodyLimitMiddleware
 from libs.service_app import install_common
+from services.index import search_stream
 from services.index.api import router
 from services.index.core import IndexCore
 from services.index.settings import IndexSettings
@@ -43,6 +44,7 @@ def create_app(settings: IndexSettings | None = None) -> FastAPI:
         BodyLimitMiddleware,
         max_bytes=settings.index_max_body_bytes,
         setting="INDEX_MAX_BODY_BYTES",
+        streamed=[search_stream.PATH],
     )
     install_common(app, "index")
     app.include_router(router)

@@ -15,6 +15,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from libs.body_limit import BodyLimitMiddleware
+from libs.errors import TooLargeError
 
 
 def _echo_app(limit: int, calls: list[int]) -> BodyLimitMiddleware:
@@ -49,6 +50,35 @@ async def test_declared_and_streamed_bodies_over_the_limit_get_413() -> None:
         assert "content-length" not in streamed.request.headers
         assert streamed.status_code == 413 and streamed.json()["error_code"] == "too_large"
     assert calls == []
+
+
+async def test_a_streamed_path_reads_its_body_as_it_comes_and_past_the_limit_gets_413() -> None:
+    """A `streamed` path's app reads the body itself: within the limit it gets each part as it
+    arrives (nothing buffered first); past it, the read raises the 413's error."""
+    seen: list[list[int]] = []
+
+    async def parts(request: Request) -> JSONResponse:
+        sizes = [len(part) async for part in request.stream() if part]
+        seen.append(sizes)
+        return JSONResponse({"parts": sizes})
+
+    inner = Starlette(routes=[Route("/stream", parts, methods=["POST"])])
+    app = BodyLimitMiddleware(inner, max_bytes=100, setting="TEST_LIMIT", streamed=["/stream"])
+
+    async def refused(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, TooLargeError)
+        return JSONResponse(exc.to_payload(), status_code=exc.http_status)
+
+    inner.add_exception_handler(TooLargeError, refused)
+    async with _client(app) as http:
+        within = await http.post("/stream", content=_stream(4, 25))
+        assert within.json() == {"parts": [25, 25, 25, 25]}
+        over = await http.post("/stream", content=_stream(5, 25))
+        assert over.status_code == 413 and over.json()["error_code"] == "too_large"
+        assert "TEST_LIMIT" in over.json()["error"]
+        declared = await http.post("/stream", content=b"x" * 101)
+        assert declared.status_code == 413
+    assert seen == [[25, 25, 25, 25]]
 
 
 async def test_bodies_within_the_limit_reach_the_app_whole() -> None:
@@ -98,6 +128,7 @@ def _gateway(tmp: Path) -> FastAPI:
         (_converter, "/chunk", "MAX_CONVERT_BYTES", 2048),
         (_index, "/documents", "INDEX_MAX_BODY_BYTES", 2048),
         (_index, "/search", "INDEX_MAX_BODY_BYTES", 2048),
+        (_index, "/search/stream", "INDEX_MAX_BODY_BYTES", 2048),
         # The gateway bounds MCP messages and /ingest_folder by MAX_UPLOAD_BYTES + 1 MiB.
         (_gateway, "/ingest_folder", "MAX_UPLOAD_BYTES", 2 * 1024 * 1024),
         (_gateway, "/messages/?session_id=0", "MAX_UPLOAD_BYTES", 2 * 1024 * 1024),

@@ -15,6 +15,7 @@ import pytest
 from fastapi import FastAPI, Request
 
 from libs.clients import ConverterClient, IndexClient
+from libs.contracts import IndexSearchRequest
 from libs.errors import ConversionTimeoutError, NotFoundError, StoreError, UpstreamError
 from libs.http import RetryPolicy, call_with_retries, make_http_client
 from libs.telemetry import RETRIES
@@ -369,3 +370,48 @@ async def test_typed_calls_send_what_the_async_client_would() -> None:
     assert search.extensions["timeout"] == {"connect": 5.0, "read": 7.0, "write": 7.0, "pool": 7.0}
     assert str(listing.url) == "http://index:8080/prefix/documents?limit=5&offset=10&library=lib"
     assert get.url.raw_path == f"/prefix/documents/{DOC_ID}".encode()
+
+
+async def test_a_search_whose_vector_follows_sends_it_whole_again_on_a_retry() -> None:
+    """`POST /search/stream`: the parameters, then the vector once it is there, chunked; a
+    retry makes the body anew rather than sending what the first attempt used up."""
+    sent: list[httpx.Request] = []
+    bodies: list[bytes] = []
+
+    async def handle(request: httpx.Request) -> httpx.Response:
+        sent.append(request)
+        bodies.append(await request.aread())
+        if len(sent) == 1:
+            raise httpx.ReadError("connection reset", request=request)
+        return httpx.Response(200, json={"results": []})
+
+    vector: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+    asyncio.get_running_loop().call_later(0.05, vector.set_result, "AACAPw==")
+    request = IndexSearchRequest(query="otters", top_k=3, library="zoo")
+    result = await _client(httpx.MockTransport(handle)).search(request, vector)
+    assert result.results == [] and len(sent) == 2
+    expected = (
+        request.model_dump_json(exclude={"vector_b64"}).encode()
+        + b"\n"
+        + b'{"vector_b64":"AACAPw=="}\n'
+    )
+    assert bodies == [expected, expected]
+    for each in sent:
+        assert each.url.path == "/search/stream"
+        assert each.headers["content-type"] == "application/x-ndjson"
+        assert each.headers.get("transfer-encoding") == "chunked"
+
+
+async def test_a_search_with_its_vector_goes_whole_to_search() -> None:
+    sent: list[httpx.Request] = []
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        sent.append(request)
+        return httpx.Response(200, json={"results": []})
+
+    vector: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+    request = IndexSearchRequest(query="otters", vector_b64="AACAPw==")
+    await _client(httpx.MockTransport(handle)).search(request, vector)
+    await _client(httpx.MockTransport(handle)).search(IndexSearchRequest(query="otters"))
+    assert [each.url.path for each in sent] == ["/search", "/search"]
+    assert not vector.done()

@@ -7,7 +7,7 @@ with a fake clock, and against real `IndexClient`s over `httpx.MockTransport`.""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import httpx
@@ -60,9 +60,11 @@ class Replica(FakeIndex):
             raise self.failure
         self.log.append(self.name)
 
-    async def search(self, request: IndexSearchRequest) -> SearchResult:
+    async def search(
+        self, request: IndexSearchRequest, later: Awaitable[str] | None = None
+    ) -> SearchResult:
         self._answer()
-        return await super().search(request)
+        return await super().search(request, later)
 
     async def list_libraries(self) -> ListLibrariesResult:
         self._answer()
@@ -357,3 +359,14 @@ async def test_a_background_jobs_writes_pin_the_caller_that_submitted_it(tmp_pat
     with reading_as("mcp:someone-else"):
         await router.search(SEARCH)
     assert log == ["writer", "reader1"]
+
+
+async def test_a_search_whose_vector_follows_goes_to_the_next_reader_whole() -> None:
+    router, _, replicas, log, _ = _cluster()
+    replicas[0].failure = UpstreamError("the index reader dropped the connection")
+    vector: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+    vector.set_result(encode(np.ones((1, 4), dtype=np.float32)))
+    await router.search(SEARCH, vector)
+    assert log == ["reader2"]
+    (answered,) = replicas[1].searches
+    assert answered.vector_b64 == vector.result() and answered.query == SEARCH.query

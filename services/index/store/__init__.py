@@ -33,7 +33,7 @@ are coroutines awaited on the caller's loop.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from libs.contracts import (
     DeleteResult,
@@ -106,9 +106,12 @@ class IndexStore:
 
     # ---------------------------------------------------------------- coroutines
 
-    async def search(self, request: IndexSearchRequest) -> SearchResult:
-        """Hybrid, vector or BM25 search, awaited on the caller's loop."""
-        return await search.search(self.state, request)
+    async def search(
+        self, request: IndexSearchRequest, later: Awaitable[str] | None = None
+    ) -> SearchResult:
+        """Hybrid, vector or BM25 search, awaited on the caller's loop; `later` gives the
+        query vector when the request holds none yet (`search.search`)."""
+        return await search.search(self.state, request, later)
 
     async def list_documents(
         self, library: str | None, limit: int, offset: int

@@ -6,6 +6,10 @@ empty, happens in a worker thread (`tables.tables_async`), and so does the read 
 picked (`picks`, Lance's own read by row id). The legs, the fusion and that read see one
 table version (`snapshot`), and a hit's document columns come from memory for a doc_id seen
 before (`StoreState.hit_documents`).
+
+The query vector may still be on its way (`later`, while the caller embeds the query): the
+full-text leg needs only the words, so it starts at once and the vector leg follows when the
+vector comes (`services.index.search_stream`).
 """
 
 from __future__ import annotations
@@ -36,10 +40,16 @@ DEEPEN_FACTOR = 4
 MAX_CANDIDATES = 1000
 
 
-async def search(state: StoreState, request: IndexSearchRequest) -> SearchResult:
+async def search(
+    state: StoreState, request: IndexSearchRequest, later: Awaitable[str] | None = None
+) -> SearchResult:
+    """`request`'s results; `later`, when the request has no `vector_b64`, gives the query
+    vector (base64 float32, as `vector_b64`) once the caller has it."""
     text = request.query.strip()
     mode = request.mode
-    if mode in ("hybrid", "vector") and not request.vector_b64:
+    if request.vector_b64:
+        later = None
+    if mode in ("hybrid", "vector") and not request.vector_b64 and later is None:
         raise InvalidInputError(
             f"search mode {mode!r} needs vector_b64 (the embedded query); "
             "use mode 'bm25' for a keyword-only search"
@@ -51,14 +61,13 @@ async def search(state: StoreState, request: IndexSearchRequest) -> SearchResult
     if chunks is None:
         return SearchResult(results=[])
     floor = request.min_score
-    if floor is not None and not request.vector_b64:
+    if floor is not None and not request.vector_b64 and later is None:
         raise InvalidInputError(
             "min_score needs vector_b64 (the embedded query) to compute similarities, in every mode"
         )
     # The query vector: the vector leg's input, and what every hit's similarity is
     # measured against (in bm25 mode too, when the caller embedded the query).
     embedded = query_vector(request.vector_b64, state.stamp) if request.vector_b64 else None
-    vector = embedded if mode != "bm25" else None
     top_k, per_document = request.top_k, request.max_per_document
     settings = state.settings
     depth_start = max(settings.index_candidates_min, settings.index_candidates_per_result * top_k)
@@ -70,13 +79,32 @@ async def search(state: StoreState, request: IndexSearchRequest) -> SearchResult
         # needed: its stored vector is read along (384 floats a candidate).
         rank_columns.append("vector")
 
+    def words_leg(table: AsyncTable, depth: int) -> Awaitable[list[Row]] | None:
+        if mode == "vector" or not text:
+            return None
+        return ranking.fts_leg(table, text, where, depth, rank_columns)
+
     async def read(table: AsyncTable, version: int) -> Ranked:
+        nonlocal embedded
+        early: asyncio.Future[list[Row]] | None = None
+        if embedded is None and later is not None:
+            # The words are here before the vector: their leg runs while it comes.
+            leg = words_leg(table, depth_start)
+            early = asyncio.ensure_future(leg) if leg is not None else None
+            try:
+                embedded = query_vector(await later, state.stamp)
+            except BaseException:
+                _abandon(early)
+                raise
+        vector = embedded if mode != "bm25" else None
         probes = await ann.nprobes(state, table, version, where) if vector is not None else 0
         depth = depth_start
         while True:
             legs: list[Awaitable[list[Row]]] = []
-            if mode != "vector" and text:
-                legs.append(ranking.fts_leg(table, text, where, depth, rank_columns))
+            words = early or words_leg(table, depth)
+            early = None
+            if words is not None:
+                legs.append(words)
             if vector is not None:
                 legs.append(
                     ranking.vector_leg(
@@ -108,6 +136,17 @@ async def search(state: StoreState, request: IndexSearchRequest) -> SearchResult
     picked = await snapshot.in_one_version(state, chunks, read)
     hits = [search_hit(row, score) for row, score in picked]
     return ranking.within_budget(hits, request.max_tokens)
+
+
+def _abandon(leg: asyncio.Future[list[Row]] | None) -> None:
+    """Stop a leg started ahead whose search will not go on; a failure it already had is
+    the search's failure no more (the vector's is raised instead)."""
+    if leg is None:
+        return
+    if not leg.done():
+        leg.cancel()
+    elif not leg.cancelled():
+        leg.exception()
 
 
 async def materialize(
