@@ -698,6 +698,42 @@ class _AlwaysMovingVersion:
         return getattr(self._handle, name)
 
 
+class _StaleFirstVersion:
+    """An async table handle whose first look at the version gives `stale`: the version
+    before a fold that committed between that look and the legs."""
+
+    def __init__(self, handle: Any, stale: int) -> None:
+        self._handle = handle
+        self._stale: int | None = stale
+
+    async def version(self) -> int:
+        stale, self._stale = self._stale, None
+        return stale if stale is not None else int(await self._handle.version())
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._handle, name)
+
+
+async def test_a_fold_between_the_version_and_the_legs_makes_the_search_read_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The legs pick rows of the fold's new fragments; read at the version seen before, they
+    are not there (Lance's read by row id fails, or panics when the ids are out of order):
+    the read is voided and runs again at the new version."""
+    store = IndexStore(settings_for(tmp_path))
+    texts = [f"otters and rivers, note {i}" for i in range(6)]
+    for i in range(4):
+        store.upsert(upsert_request(f"{i}.md", texts, seed=i))
+    before = store.state.chunks.version
+    store.optimize()  # compacts the four writes' fragments into new ones
+    real_handle = lance.async_handle
+    monkeypatch.setattr(lance, "async_handle", lambda t: _StaleFirstVersion(real_handle(t), before))
+    query = unit_vectors(1, seed=2)
+    request = IndexSearchRequest(query="otters rivers", vector_b64=encode(query), top_k=8)
+    found = (await store.search(request)).results
+    assert len(found) == 8 and all(hit.content in texts for hit in found)
+
+
 async def test_a_search_that_never_sees_a_still_table_waits_for_the_write_lock(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
