@@ -98,7 +98,7 @@ bench: bench-quality bench-perf bench-load ## Run every benchmark (slow; not par
 bench-quality: install ## Retrieval quality on a BEIR set (DATASET=path, default shared SciFact)
 	$(PY) -m bench.quality $(or $(DATASET),../shared/data/retrieval/scifact)
 
-bench-perf: install ## Throughput, growth, search latency at 10k/100k chunks, memory, ANN recall (PERF_ARGS=...), then the ingest's tokens/s against the model's (bench-ingest), then bench-scale (1M chunks) and bench-folds
+bench-perf: install ts-client ## Throughput, growth, search latency at 10k/100k chunks, memory, ANN recall (PERF_ARGS=...), then the ingest's tokens/s against the model's (bench-ingest), then bench-scale (1M chunks) and bench-folds
 	$(PY) -m bench.perf $(PERF_ARGS)
 	$(MAKE) bench-ingest
 	$(MAKE) bench-scale

@@ -4,7 +4,7 @@ bench-load: install ## Load: one user's searches against a folder ingest, as rat
 	$(PY) -m bench.interference $(INTERFERENCE_ARGS)
 	$(PY) -m bench.load $(LOAD_ARGS)
 
-bench-search: install ## MCP search p50 against query embedding + index search p50 at 10k/100k chunks, interleaved in one run (SEARCH_ARGS="--rounds 3 --cpu")
+bench-search: install ts-client ## MCP search p50 (Python SDK, TypeScript SDK, bare client) against query embedding + index search p50 at 10k/100k chunks, interleaved in one run (SEARCH_ARGS="--rounds 3 --cpu")
 	$(PY) -m bench.perf_search $(SEARCH_ARGS)
 
 bench-interference: install ## One user's searches during / right after a folder ingest, as ratios to idle and steady (INTERFERENCE_ARGS="--files 60 --settle 60")

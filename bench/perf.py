@@ -149,6 +149,12 @@ def ratios(report: dict[str, Any]) -> dict[str, Any]:
         out[f"streamable_http_search_p50_to_embed_plus_index_at_{chunks}"] = overhead[
             "streamable_http_ratio"
         ]
+        # The same over SSE with the TypeScript SDK's client (where node runs) and a bare one.
+        for client in ("ts_sdk", "bare_client"):
+            if f"{client}_ratio" in overhead:
+                out[f"{client}_search_p50_to_embed_plus_index_at_{chunks}"] = overhead[
+                    f"{client}_ratio"
+                ]
         out[f"vector_recall_at_10_at_{chunks}"] = entry["vector_index"]["recall_at_10"]
     return out
 

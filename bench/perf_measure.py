@@ -4,6 +4,7 @@ index against exact search."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
@@ -196,14 +197,18 @@ async def search_overhead(
     """Issue 19, goal 3: MCP `search` p50 against the work it carries (query embedding p50 +
     index search p50), measured in one run and interleaved query by query, so that a change in
     the machine's load moves every figure alike. For each query: the MCP search over SSE, the
-    same over streamable HTTP (two sessions open side by side, top_k 10, query embedding
-    included), and the query's two hops sent straight to the embedder and the index with
-    httpx; the order of the three rotates from query to query."""
+    same over streamable HTTP (two Python SDK sessions open side by side, top_k 10, query
+    embedding included), the same over SSE with the TypeScript SDK's client and with a bare
+    one (`bench.mcp_clients`), and the query's two hops sent straight to the embedder and the
+    index with httpx; the order rotates from query to query."""
     from mcp import ClientSession
     from mcp.client.sse import sse_client
     from mcp.client.streamable_http import streamable_http_client
 
-    times: dict[str, list[float]] = {"sse": [], "http": [], "embed": [], "index": []}
+    from bench.mcp_clients import BareClient, TypeScriptClient
+
+    times: dict[str, list[float]] = {"sse": [], "http": [], "ts": [], "bare": []}
+    times |= {"embed": [], "index": []}
     async with (
         sse_client(cluster.gateway + "/sse", timeout=30, sse_read_timeout=600) as (read, write),
         ClientSession(read, write) as sse,
@@ -212,7 +217,12 @@ async def search_overhead(
     ):
         await sse.initialize()
         await http.initialize()
-        with httpx.Client(timeout=60) as client:
+        with contextlib.ExitStack() as stack:
+            client = stack.enter_context(httpx.Client(timeout=60))
+            bare = stack.enter_context(BareClient(cluster.gateway))
+            ts = None
+            if TypeScriptClient.available():
+                ts = stack.enter_context(TypeScriptClient(cluster.gateway))
 
             async def mcp(session: ClientSession, q: str) -> float:
                 t0 = time.perf_counter()
@@ -221,38 +231,46 @@ async def search_overhead(
                 assert not result.is_error and (result.structured_content or {}).get("results")
                 return took
 
-            async def direct(q: str) -> tuple[float, float]:
-                took_embed, took_index, _ = _direct_search(client, cluster, q)
-                return took_embed, took_index
+            async def step(part: str, q: str) -> None:
+                if part in ("sse", "http"):
+                    times[part].append(await mcp(sse if part == "sse" else http, q))
+                elif part == "bare":
+                    times[part].append(bare.search(q))
+                elif part == "ts" and ts is not None:
+                    times[part].append(ts.search(q))
+                elif part == "hops":
+                    took_embed, took_index, _ = _direct_search(client, cluster, q)
+                    times["embed"].append(took_embed)
+                    times["index"].append(took_index)
 
+            parts = ["sse", "http", "ts", "bare", "hops"]
             for q in warmup:
-                await mcp(sse, q)
-                await mcp(http, q)
-                await direct(q)
+                for part in parts:
+                    await step(part, q)
+            for times_list in times.values():
+                times_list.clear()
             for n, q in enumerate(queries):
-                for step in range(3):
-                    part = (n + step) % 3
-                    if part == 0:
-                        times["sse"].append(await mcp(sse, q))
-                    elif part == 1:
-                        times["http"].append(await mcp(http, q))
-                    else:
-                        took_embed, took_index = await direct(q)
-                        times["embed"].append(took_embed)
-                        times["index"].append(took_index)
-    p50 = {name: percentile(values, 0.5) for name, values in times.items()}
-    parts = p50["embed"] + p50["index"]
-    return {
+                for i in range(len(parts)):
+                    await step(parts[(n + i) % len(parts)], q)
+    p50 = {name: percentile(values, 0.5) for name, values in times.items() if values}
+    parts_s = p50["embed"] + p50["index"]
+    measured = {
         "mcp_search_p50_ms": round(1000 * p50["sse"], 2),
         "mcp_search_p95_ms": round(1000 * percentile(times["sse"], 0.95), 2),
         "embed_query_p50_ms": round(1000 * p50["embed"], 2),
         "index_search_p50_ms": round(1000 * p50["index"], 2),
-        "rest_p50_ms": round(1000 * (p50["sse"] - parts), 2),
-        "ratio_mcp_to_embed_plus_index": round(p50["sse"] / parts, 3),
+        "rest_p50_ms": round(1000 * (p50["sse"] - parts_s), 2),
+        "ratio_mcp_to_embed_plus_index": round(p50["sse"] / parts_s, 3),
         "streamable_http_search_p50_ms": round(1000 * p50["http"], 2),
-        "streamable_http_ratio": round(p50["http"] / parts, 3),
+        "streamable_http_ratio": round(p50["http"] / parts_s, 3),
+        "bare_client_search_p50_ms": round(1000 * p50["bare"], 2),
+        "bare_client_ratio": round(p50["bare"] / parts_s, 3),
         "queries": len(queries),
     }
+    if "ts" in p50:
+        measured["ts_sdk_search_p50_ms"] = round(1000 * p50["ts"], 2)
+        measured["ts_sdk_ratio"] = round(p50["ts"] / parts_s, 3)
+    return measured
 
 
 def _cpu_seconds(pid: int) -> float:

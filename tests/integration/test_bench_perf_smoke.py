@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from bench import perf
+from bench.mcp_clients import TypeScriptClient
 from tests.conftest import SCIFACT
 
 pytestmark = pytest.mark.integration
@@ -64,6 +65,15 @@ def test_perf_benchmark_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[str]
         overhead["mcp_search_p50_ms"] / parts, abs=0.01
     )
     assert overhead["streamable_http_ratio"] > 0
+    # The bare client and the TypeScript SDK's (where node and `make ts-client`'s packages
+    # are, as in `make test`) searched the same queries.
+    clients = ["bare_client", *(["ts_sdk"] if TypeScriptClient.available() else [])]
+    for client in clients:
+        assert overhead[f"{client}_ratio"] == pytest.approx(
+            overhead[f"{client}_search_p50_ms"] / parts, abs=0.01
+        )
+        name = f"{client}_search_p50_to_embed_plus_index_at_{search['chunks']}"
+        assert report["ratios"][name] == overhead[f"{client}_ratio"]
     ratios = report["ratios"]
     assert ratios["ingest_chunks_per_s_to_raw"] == ingest["ratio_to_raw"]
     chunks = search["chunks"]
