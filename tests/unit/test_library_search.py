@@ -95,43 +95,38 @@ async def test_the_index_is_asked_before_the_query_is_embedded(
     assert index.given_later == [True] and index.endings == ["answered"]
 
 
-async def test_a_failed_embedding_cancels_the_search_and_is_the_error(
-    library: Library, parts: tuple[HeldEmbedder, WatchedIndex]
+EMBEDDER_DOWN = UpstreamError("the embedder service is down")
+BAD_FILTER = InvalidInputError("unknown filter field 'colour'")
+
+
+@pytest.mark.parametrize(
+    ("embedding", "index_answer", "raised", "endings"),
+    [
+        # A failed embedding cancels the search, which never gets its vector.
+        (EMBEDDER_DOWN, None, UpstreamError, ["cancelled"]),
+        # An index that refuses at once is the error once the embedding ends.
+        (None, BAD_FILTER, InvalidInputError, ["InvalidInputError"]),
+        # Both failing: the embedding's is reported.
+        (EMBEDDER_DOWN, BAD_FILTER, UpstreamError, ["InvalidInputError"]),
+    ],
+    ids=["embedding-fails", "index-refuses", "both-fail"],
+)
+async def test_the_error_reported_when_a_part_of_the_search_fails(
+    library: Library,
+    parts: tuple[HeldEmbedder, WatchedIndex],
+    embedding: Exception | None,
+    index_answer: Exception | None,
+    raised: type[Exception],
+    endings: list[str],
 ) -> None:
     embedder, index = parts
-    embedder.failure = UpstreamError("the embedder service is down")
+    embedder.failure, index.failure = embedding, index_answer
     searching = asyncio.ensure_future(library.search(SearchInput(query="otters")))
     await asyncio.wait_for(index.arrived.wait(), 5)
     embedder.release.set()
-    with pytest.raises(UpstreamError, match="embedder service is down"):
+    with pytest.raises(raised):
         await asyncio.wait_for(searching, 5)
-    assert index.endings == ["cancelled"] and index.searches == []
-
-
-async def test_an_index_that_refuses_at_once_is_the_error_once_the_embedding_ends(
-    library: Library, parts: tuple[HeldEmbedder, WatchedIndex]
-) -> None:
-    embedder, index = parts
-    index.failure = InvalidInputError("unknown filter field 'colour'")
-    searching = asyncio.ensure_future(library.search(SearchInput(query="otters")))
-    await asyncio.wait_for(index.arrived.wait(), 5)
-    embedder.release.set()
-    with pytest.raises(InvalidInputError, match="colour"):
-        await asyncio.wait_for(searching, 5)
-    assert index.endings == ["InvalidInputError"]
-
-
-async def test_both_failing_reports_the_embedding(
-    library: Library, parts: tuple[HeldEmbedder, WatchedIndex]
-) -> None:
-    embedder, index = parts
-    index.failure = InvalidInputError("unknown filter field 'colour'")
-    embedder.failure = UpstreamError("the embedder service is down")
-    searching = asyncio.ensure_future(library.search(SearchInput(query="otters")))
-    await asyncio.wait_for(index.arrived.wait(), 5)
-    embedder.release.set()
-    with pytest.raises(UpstreamError):
-        await asyncio.wait_for(searching, 5)
+    assert index.endings == endings and index.searches == []
 
 
 async def test_a_keyword_search_embeds_nothing_and_gives_no_vector(
