@@ -33,9 +33,9 @@ time would only run out of time again (`is_retryable`).
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from libs.redaction import scrub
 
@@ -209,6 +209,17 @@ def describe_validation(exc: Exception) -> str:
 def invalid_input(exc: Exception, what: str) -> InvalidInputError:
     """A validation failure as the caller's mistake; `what` names the input (arguments...)."""
     return InvalidInputError(f"invalid {what}: {describe_validation(exc)}")
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def parse_as(model: type[M], data: bytes, what: str) -> M:
+    """`data` (JSON) as `model`, or `invalid_input` naming `what` and each bad field."""
+    try:
+        return model.model_validate_json(data)
+    except ValidationError as exc:
+        raise invalid_input(exc, what) from exc
 
 
 def from_exception(exc: BaseException, *, what: str = "arguments") -> MvdbError:

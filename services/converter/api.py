@@ -13,10 +13,9 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request
-from pydantic import ValidationError
 
 from libs.contracts import ChunkRequest, ConvertResult
-from libs.errors import invalid_input
+from libs.errors import parse_as
 from services.converter.core import Converter, too_large
 
 router = APIRouter()
@@ -69,8 +68,4 @@ async def convert(
 @router.post("/chunk", response_model=ConvertResult, openapi_extra=_CHUNK_BODY)
 async def chunk(request: Request, converter: ConverterDep) -> ConvertResult:
     body = await read_body(request, converter.settings.max_convert_bytes)
-    try:
-        payload = ChunkRequest.model_validate_json(body)
-    except ValidationError as exc:
-        raise invalid_input(exc, "request") from exc
-    return await converter.chunk(payload)
+    return await converter.chunk(parse_as(ChunkRequest, body, "request"))

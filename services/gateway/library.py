@@ -67,6 +67,7 @@ from libs.contracts import (
 from libs.errors import InvalidInputError, MvdbError, NotFoundError, PathNotAllowedError
 from libs.formats import CONVERTIBLE_EXTENSIONS, check_convertible
 from libs.service_app import ReadyCheck
+from libs.tasks import abandon
 from libs.vectors import encode
 from services.gateway.folders import FolderHooks, FolderIngest
 from services.gateway.jobs import Jobs
@@ -228,10 +229,7 @@ class Library:
         try:
             vector.set_result(encode(await self.ports.embedder.embed([req.query], "query")))
         except BaseException:
-            searching.cancel()
-            await asyncio.wait({searching})
-            if not searching.cancelled():
-                searching.exception()  # the embedding's failure is the one to report
+            await abandon(searching)  # the embedding's failure is the one to report
             raise
         return await searching
 

@@ -21,19 +21,16 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable
-from typing import TypeVar
 
-from pydantic import BaseModel, ValidationError
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
 from libs.contracts import IndexSearchRequest, QueryVector
-from libs.errors import InvalidInputError, invalid_input
+from libs.errors import InvalidInputError, parse_as
+from libs.tasks import abandon
 from services.index.core import IndexCore
 
 log = logging.getLogger(__name__)
-
-M = TypeVar("M", bound=BaseModel)
 
 # The longest a search waits for its vector after its parameters: the embedder's own calls
 # are bounded far below this (HTTP_TIMEOUT_S and their retries).
@@ -63,13 +60,6 @@ class _Lines:
         return self._held
 
 
-def _parse(model: type[M], data: bytes, what: str) -> M:
-    try:
-        return model.model_validate_json(data)
-    except ValidationError as exc:
-        raise invalid_input(exc, what) from exc
-
-
 async def _vector(lines: _Lines) -> str:
     try:
         rest = await asyncio.wait_for(lines.rest(), VECTOR_WAIT_S)
@@ -86,7 +76,7 @@ async def _vector(lines: _Lines) -> str:
         raise InvalidInputError(
             "the body holds more than two lines: the search's parameters, then the query vector"
         )
-    return _parse(QueryVector, rest, "the query vector (the body's second line)").vector_b64
+    return parse_as(QueryVector, rest, "the query vector (the body's second line)").vector_b64
 
 
 async def streamed_search(request: Request, core_of: Callable[[Request], IndexCore]) -> Response:
@@ -95,7 +85,7 @@ async def streamed_search(request: Request, core_of: Callable[[Request], IndexCo
     lines = _Lines(request.stream())
     try:
         head = await lines.first()
-        parameters = _parse(IndexSearchRequest, head, "the search's parameters (the first line)")
+        parameters = parse_as(IndexSearchRequest, head, "the search's parameters (the first line)")
         core = core_of(request)
         if parameters.vector_b64 is not None:
             raise InvalidInputError(
@@ -106,10 +96,7 @@ async def streamed_search(request: Request, core_of: Callable[[Request], IndexCo
         try:
             result = await core.search(parameters, vector)
         finally:
-            if not vector.done():
-                vector.cancel()
-            elif not vector.cancelled():
-                vector.exception()  # raised through the search already, if it was needed
+            await abandon(vector)  # its failure, if the search needed it, was raised there
     except ClientDisconnect:
         log.info("a streamed search's caller went away before its query vector came")
         return Response(status_code=499)

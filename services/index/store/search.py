@@ -23,6 +23,7 @@ from lancedb.table import AsyncTable, Table
 
 from libs.contracts import IndexSearchRequest, SearchResult
 from libs.errors import InvalidInputError
+from libs.tasks import abandon
 from libs.vectors import Matrix, decode
 from services.index.errors import StoreModelMismatch
 from services.index.filters import compile_filter
@@ -49,7 +50,8 @@ async def search(
     mode = request.mode
     if request.vector_b64:
         later = None
-    if mode in ("hybrid", "vector") and not request.vector_b64 and later is None:
+    vector_given = request.vector_b64 is not None or later is not None
+    if mode in ("hybrid", "vector") and not vector_given:
         raise InvalidInputError(
             f"search mode {mode!r} needs vector_b64 (the embedded query); "
             "use mode 'bm25' for a keyword-only search"
@@ -61,7 +63,7 @@ async def search(
     if chunks is None:
         return SearchResult(results=[])
     floor = request.min_score
-    if floor is not None and not request.vector_b64 and later is None:
+    if floor is not None and not vector_given:
         raise InvalidInputError(
             "min_score needs vector_b64 (the embedded query) to compute similarities, in every mode"
         )
@@ -94,7 +96,8 @@ async def search(
             try:
                 embedded = query_vector(await later, state.stamp)
             except BaseException:
-                _abandon(early)
+                if early is not None:
+                    await abandon(early)  # the vector's failure is the search's
                 raise
         vector = embedded if mode != "bm25" else None
         probes = await ann.nprobes(state, table, version, where) if vector is not None else 0
@@ -136,17 +139,6 @@ async def search(
     picked = await snapshot.in_one_version(state, chunks, read)
     hits = [search_hit(row, score) for row, score in picked]
     return ranking.within_budget(hits, request.max_tokens)
-
-
-def _abandon(leg: asyncio.Future[list[Row]] | None) -> None:
-    """Stop a leg started ahead whose search will not go on; a failure it already had is
-    the search's failure no more (the vector's is raised instead)."""
-    if leg is None:
-        return
-    if not leg.done():
-        leg.cancel()
-    elif not leg.cancelled():
-        leg.exception()
 
 
 async def materialize(
