@@ -4,8 +4,10 @@ The HTTP app, the stdio server and the CLI all use it. It opens the store on fir
 `start`), runs every blocking LanceDB call in a worker thread (searches and document listings
 are coroutines awaited on the loop instead, see `services.index.store.snapshot`), and keeps a
 background task that folds new rows into the indexes (`optimize`) every N writes or T seconds
-after a write. On a reader (`INDEX_ROLE=reader`) that task only follows the writer (tables that
-appeared, a vector index built) every `INDEX_READ_CONSISTENCY_S`, and every write is refused.
+after a write, and looks at the tables' latest versions every `INDEX_READ_CONSISTENCY_S` (a
+writer's handles move only when it moves them, `services.index.store.location`). On a reader
+(`INDEX_ROLE=reader`) that task only follows the writer (tables that appeared, a vector index
+built) every `INDEX_READ_CONSISTENCY_S`, and every write is refused.
 """
 
 from __future__ import annotations
@@ -99,7 +101,7 @@ class IndexCore(AsyncLifecycle):
                         "that the path or bucket exists and is writable"
                     ) from exc
                 self._wake = asyncio.Event()
-                task = self._follow(store) if store.read_only else self._maintain(store)
+                task = self._follow(store) if store.read_only else self._write_side(store)
                 self._maintenance = asyncio.create_task(task)
                 self._store = store
                 STORED.watch(store)
@@ -142,16 +144,21 @@ class IndexCore(AsyncLifecycle):
                 log.exception("optimizing the index failed")
                 await asyncio.sleep(interval)
 
+    async def _write_side(self, store: IndexStore) -> None:
+        """A writer's background tasks: maintenance, and the look at the latest versions."""
+        await asyncio.gather(self._maintain(store), self._follow(store))
+
     async def _follow(self, store: IndexStore) -> None:
-        """A reader's background task: look at what the writer did, every consistency
-        interval (at least every second, at most every minute)."""
+        """Look at the store every consistency interval (at least every second, at most
+        every minute): a reader at what the writer did, a writer at the latest versions
+        (`IndexStore.follow`)."""
         interval = min(max(self.settings.index_read_consistency_s, 1.0), 60.0)
         while True:
             await asyncio.sleep(interval)
             try:
                 await anyio.to_thread.run_sync(store.follow)
             except Exception:
-                log.exception("looking for the writer's changes failed; trying again")
+                log.exception("looking at the store's latest versions failed; trying again")
 
     async def _run(self, call: Callable[[IndexStore], T]) -> T:
         store = await self.start()

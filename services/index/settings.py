@@ -84,8 +84,9 @@ class IndexSettings(CommonSettings):
     index_read_consistency_s: float = Field(
         default=5.0,
         ge=0,
-        description="How stale a read may be with respect to another process's writes "
-        "(0 = check on every read)",
+        description="How stale a read may be with respect to another process's writes: a "
+        "reader checks for the writer's commits once this has passed (0 = on every read); a "
+        "writer looks at the latest versions this often (at least every second)",
     )
     index_vector_index_min_rows: int = Field(
         default=10_000,

@@ -270,6 +270,12 @@ async def test_a_second_writer_on_one_store_fails_cleanly(s3: S3Server, tmp_path
                 await _assert_consistent(store)
             succeeded = {s: o.doc_id for s, o in outcomes.items() if isinstance(o, UpsertResponse)}
             assert len(succeeded) == 12
+            # `b` keeps serving reads and sees `a`'s writes at its next look at the latest
+            # versions (every INDEX_READ_CONSISTENCY_S, at least every second).
+            deadline = time.monotonic() + 30
+            while (await second.info()).documents < 13 and time.monotonic() < deadline:
+                await asyncio.sleep(0.2)
+            await _assert_consistent(second)
             for source, doc_id in succeeded.items():
                 found = await second.lookup(source.split("-")[0], source)
                 assert found.document is not None and found.document.doc_id == doc_id

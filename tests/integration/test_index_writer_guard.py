@@ -200,3 +200,38 @@ def test_a_single_writer_building_its_vector_index_is_never_refused(tmp_path: Pa
     store.upsert(upsert_request("d0.md", ["replaced words"], seed=42))
     assert store.state.guard.conflict is None
     assert store.info().documents == 10
+
+
+@pytest.mark.parametrize("role", ["all", "writer"])
+def test_a_writers_handles_move_only_when_it_moves_them(tmp_path: Path, role: str) -> None:
+    """LanceDB reports the version a write made from the handle after the commit; a handle
+    that refreshed itself in between (any read consistency interval) reports the commit that
+    landed meanwhile, a fold's, and the guard took the write's own commit for another
+    writer's (a million-chunk load was refused that way). So a writer's handles never
+    refresh on their own, even at `INDEX_READ_CONSISTENCY_S=0`: a commit made elsewhere is
+    seen when the writer moves them, at its periodic look (`follow`, under the write lock)
+    or the guard's before the next commit."""
+    store = IndexStore(settings_for(tmp_path, index_role=role, index_read_consistency_s=0))
+    store.upsert(upsert_request("one.md", ["one words"], seed=1))
+    handle = store.state.documents
+    assert handle is not None
+    own = handle.version
+    # A commit by another handle (what a fold does on its own handles, or another writer).
+    lancedb.connect(tmp_path / "lancedb").open_table("documents").delete("false")
+    assert handle.version == own, "the writer's handle refreshed itself"
+    assert handle.count_rows() == 1 and handle.version == own
+    store.follow()
+    assert handle.version == own + 1
+    with pytest.raises(ConcurrentWriterError):
+        store.upsert(upsert_request("two.md", ["two words"], seed=2))  # seen by the guard
+
+
+def test_a_readers_handles_follow_the_writer(tmp_path: Path) -> None:
+    writer = IndexStore(settings_for(tmp_path))
+    writer.upsert(upsert_request("one.md", ["one words"], seed=1))
+    reader = IndexStore(settings_for(tmp_path, index_role="reader", index_read_consistency_s=0))
+    handle = reader.state.documents
+    assert handle is not None
+    before = handle.version
+    writer.upsert(upsert_request("two.md", ["two words"], seed=2))
+    assert handle.version > before

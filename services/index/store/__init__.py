@@ -186,8 +186,12 @@ class IndexStore:
         maintenance.optimize(self.state, only=(DOCUMENTS,))
 
     def follow(self) -> None:
-        """A reader's periodic look for what the writer created or built since."""
-        tables.follow(self.state)
+        """The periodic look at the store: on a reader, for what the writer created or
+        built since; on a writer, for the latest versions (`tables.catch_up`)."""
+        if self.read_only:
+            tables.follow(self.state)
+        else:
+            tables.catch_up(self.state)
 
     def save_job(self, record: JobRecord) -> None:
         self._writable("save job records")

@@ -31,13 +31,21 @@ def remember_credentials(settings: IndexSettings) -> None:
 
 
 def connect(settings: IndexSettings, session: lancedb.Session) -> lancedb.DBConnection:
-    """The LanceDB connection of the store; reads see other processes' commits within
-    `INDEX_READ_CONSISTENCY_S`."""
+    """The LanceDB connection of the store. A reader's handles see the writer's commits
+    within `INDEX_READ_CONSISTENCY_S`. A writer's move only with its own commits and when
+    it brings them to the latest version itself (the writer guard, before each commit; a
+    fold's end): a handle that refreshed itself on its own could do so between a write's
+    commit and LanceDB's report of the version it made, which then names the commit that
+    landed meanwhile (a fold's), and the guard took the write's own commit for another
+    writer's and refused every write (seen once in a million-chunk load)."""
     remember_credentials(settings)
     options = settings.lancedb_storage_options or None
+    reader = settings.index_role == "reader"
     return lancedb.connect(
         settings.lancedb_uri,
-        read_consistency_interval=timedelta(seconds=settings.index_read_consistency_s),
+        read_consistency_interval=(
+            timedelta(seconds=settings.index_read_consistency_s) if reader else None
+        ),
         session=session,
         storage_options=options,
     )

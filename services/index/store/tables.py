@@ -139,6 +139,19 @@ def follow(state: StoreState) -> None:
     release_free_memory()
 
 
+def catch_up(state: StoreState) -> None:
+    """A writer's periodic look at the latest versions. Its handles move only when it moves
+    them (`location.connect`): here under the write lock, so that a move never falls
+    between a commit and LanceDB's report of the version that commit made. Its reads then
+    see another process's commits (a misconfiguration, which the writer guard reports at the
+    next write) within `INDEX_READ_CONSISTENCY_S`, as a reader's do. Blocking: for worker
+    threads."""
+    with state.write_lock:
+        for _, table in both(state):
+            if table is not None:
+                table.checkout_latest()  # type: ignore[no-untyped-call]
+
+
 def _open_due(state: StoreState) -> bool:
     if state.documents is not None and state.chunks is not None:
         return False

@@ -27,6 +27,13 @@ delete, update or merge a writer makes changes one of the two, so a foreign writ
 caught, during a fold as at any other time. When the fold ends, `check` under the write lock
 takes its last commits as this process's.
 
+The version a commit made is LanceDB's report of its handle's version after the commit, so a
+writer's handles never refresh on their own (`location.connect`): one that did could move
+between the commit and the report to a fold's commit that landed meanwhile, and the write's
+own commit would look like another writer's (a single writer was refused that way, once, in
+a million-chunk load). They move only under the write lock: in `check`, and at the writer's
+periodic look (`tables.catch_up`).
+
 Checking, before each step of a replace, the table that step writes makes the losing
 interleaving impossible when both processes run this guard. The loss needs another writer's
 chunk swap between this one's swap and its publish; that other replace staged its documents
