@@ -1,12 +1,14 @@
 """Shared pieces of the index tests: the stand-in model, deterministic unit vectors, the
 one builder of `UpsertRequest`s every index test module uses, the real index app driven by
-its typed client (`index_app`), and a store as an older release wrote it
-(`write_old_store`)."""
+its typed client (`index_app`), a store as an older release wrote it (`write_old_store`),
+and the wait for a reader (or a writer's look) to catch up (`until`)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -161,3 +163,12 @@ def write_old_store(uri: str) -> None:
     table = db.create_table("chunks", data=pa.table(chunks, schema=pa.schema(OLD_CHUNK_FIELDS)))
     table.create_index("content", config=FTS_CONFIG)
     table.create_index("doc_id", config=BTree())
+
+
+async def until(check: Callable[[], Awaitable[bool]], timeout: float = 10.0) -> float:
+    """Seconds until `await check()` is true; fails past `timeout`."""
+    started = time.monotonic()
+    while not await check():
+        assert time.monotonic() - started < timeout, "the reader did not catch up"
+        await asyncio.sleep(0.05)
+    return time.monotonic() - started

@@ -24,7 +24,7 @@ from services.index.app import create_app
 from services.index.core import IndexCore
 from services.index.settings import IndexSettings
 from services.index.store import tables
-from tests.index_helpers import unit_vectors, upsert_request, write_old_store
+from tests.index_helpers import unit_vectors, until, upsert_request, write_old_store
 
 
 def part_body() -> str:
@@ -81,15 +81,6 @@ def job_record(job_id: str) -> JobRecord:
         created_at="2026-01-01T00:00:00",
     )
     return JobRecord(job=job, request={"folder": "/srv/docs", "library": "lib"})
-
-
-async def until(check, timeout: float = 10.0) -> float:  # type: ignore[no-untyped-def]
-    """Seconds until `await check()` is true; fails past `timeout`."""
-    started = time.monotonic()
-    while not await check():
-        assert time.monotonic() - started < timeout, "the reader did not catch up"
-        await asyncio.sleep(0.05)
-    return time.monotonic() - started
 
 
 async def test_a_reader_follows_the_writer_and_refuses_writes(tmp_path: Path) -> None:

@@ -28,7 +28,7 @@ from libs.contracts import IndexSearchRequest, UpsertResponse
 from libs.errors import ConcurrentWriterError, MvdbError, NotFoundError, ReadOnlyReplicaError
 from libs.http import RetryPolicy
 from libs.vectors import encode
-from tests.index_helpers import unit_vectors, upsert_request
+from tests.index_helpers import unit_vectors, until, upsert_request
 from tests.object_store import (
     ACCESS_KEY_ID,
     SECRET_ACCESS_KEY,
@@ -266,16 +266,16 @@ async def test_a_second_writer_on_one_store_fails_cleanly(s3: S3Server, tmp_path
             ready = httpx.get(b.url + "/readyz", timeout=10).json()
             assert ready["status"] == "ready" and "WRITES REFUSED" in str(ready)
 
+            # `b` keeps serving reads and sees `a`'s writes at its next look at the latest
+            # versions (every INDEX_READ_CONSISTENCY_S, at least every second).
+            async def caught_up() -> bool:
+                return (await second.info()).documents == 13
+
+            await until(caught_up, timeout=30)
             for store in (first, second):
                 await _assert_consistent(store)
             succeeded = {s: o.doc_id for s, o in outcomes.items() if isinstance(o, UpsertResponse)}
             assert len(succeeded) == 12
-            # `b` keeps serving reads and sees `a`'s writes at its next look at the latest
-            # versions (every INDEX_READ_CONSISTENCY_S, at least every second).
-            deadline = time.monotonic() + 30
-            while (await second.info()).documents < 13 and time.monotonic() < deadline:
-                await asyncio.sleep(0.2)
-            await _assert_consistent(second)
             for source, doc_id in succeeded.items():
                 found = await second.lookup(source.split("-")[0], source)
                 assert found.document is not None and found.document.doc_id == doc_id

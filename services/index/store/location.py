@@ -32,12 +32,8 @@ def remember_credentials(settings: IndexSettings) -> None:
 
 def connect(settings: IndexSettings, session: lancedb.Session) -> lancedb.DBConnection:
     """The LanceDB connection of the store. A reader's handles see the writer's commits
-    within `INDEX_READ_CONSISTENCY_S`. A writer's move only with its own commits and when
-    it brings them to the latest version itself (the writer guard, before each commit; a
-    fold's end): a handle that refreshed itself on its own could do so between a write's
-    commit and LanceDB's report of the version it made, which then names the commit that
-    landed meanwhile (a fold's), and the guard took the write's own commit for another
-    writer's and refused every write (seen once in a million-chunk load)."""
+    within `INDEX_READ_CONSISTENCY_S`; a writer's never refresh on their own, and move only
+    under its write lock (why: `writer_guard`'s module docstring)."""
     remember_credentials(settings)
     options = settings.lancedb_storage_options or None
     reader = settings.index_role == "reader"
