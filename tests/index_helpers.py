@@ -1,7 +1,8 @@
 """Shared pieces of the index tests: the stand-in model, deterministic unit vectors, the
-one builder of `UpsertRequest`s every index test module uses, the real index app driven by
-its typed client (`index_app`), a store as an older release wrote it (`write_old_store`),
-and the wait for a reader (or a writer's look) to catch up (`until`)."""
+one builder of `UpsertRequest`s every index test module uses, the settings of a store in a
+test's folder (`settings_for`), a keyword search (`bm25`), the real index app driven by its
+typed client (`index_app`), a store as an older release wrote it (`write_old_store`), and the
+wait for a reader (or a writer's look) to catch up (`until`)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import json
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -19,12 +21,14 @@ import pyarrow as pa
 from lancedb.index import BTree
 
 from libs.clients import IndexClient
-from libs.contracts import Chunk, NewDocument, UpsertRequest
+from libs.contracts import Chunk, IndexSearchRequest, NewDocument, UpsertRequest
 from libs.formats import CONVERTER_REVISION
 from libs.http import RetryPolicy
 from libs.vectors import Matrix, encode
 from services.index.app import create_app
+from services.index.core import IndexCore
 from services.index.settings import IndexSettings
+from services.index.store import IndexStore
 from services.index.store.schema import (
     ADDED_CHUNK_FIELDS,
     ADDED_DOCUMENT_FIELDS,
@@ -96,6 +100,21 @@ def upsert_request(
         dim=dim if dim is not None else int(vectors.shape[1]),
         vectors_b64=encode(vectors),
     )
+
+
+def settings_for(path: Path, **overrides: Any) -> IndexSettings:
+    """An index on a store in the folder `path` (a test's tmp_path)."""
+    return IndexSettings(lancedb_uri=str(path / "lancedb"), **overrides)
+
+
+def opened_store(core: IndexCore) -> IndexStore:
+    store = core.store
+    assert store is not None
+    return store
+
+
+def bm25(query: str, **kwargs: Any) -> IndexSearchRequest:
+    return IndexSearchRequest(query=query, mode="bm25", **kwargs)
 
 
 @asynccontextmanager

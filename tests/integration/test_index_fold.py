@@ -22,20 +22,15 @@ from lancedb.table import Table
 
 from libs.contracts import IndexSearchRequest
 from libs.errors import ConcurrentWriterError
-from services.index.settings import IndexSettings
 from services.index.store import IndexStore, maintenance
 from services.index.store.schema import CHUNKS
 from services.index.store.writer_guard import WriterGuard, fold_like
-from tests.index_helpers import upsert_request
+from tests.index_helpers import settings_for, upsert_request
 from tests.integration.test_index_writer_guard import assert_complete
 
 pytestmark = pytest.mark.integration
 
 WAIT_S = 60  # only a guard against a hang: every wait below is for an event
-
-
-def settings_for(path: Path, **overrides: Any) -> IndexSettings:
-    return IndexSettings(lancedb_uri=str(path / "lancedb"), **overrides)
 
 
 class Gate:

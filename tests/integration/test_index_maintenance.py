@@ -14,15 +14,10 @@ from prometheus_client import REGISTRY
 
 from libs.contracts import IndexSearchRequest
 from services.index.core import IndexCore
-from services.index.settings import IndexSettings
 from services.index.store import IndexStore, maintenance
-from tests.index_helpers import upsert_request
+from tests.index_helpers import settings_for, upsert_request
 
 pytestmark = pytest.mark.integration
-
-
-def settings_for(path: Path, **overrides: Any) -> IndexSettings:
-    return IndexSettings(lancedb_uri=str(path / "lancedb"), **overrides)
 
 
 def slow_folds(monkeypatch: pytest.MonkeyPatch, seconds: float) -> None:

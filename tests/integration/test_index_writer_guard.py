@@ -20,17 +20,12 @@ import pytest
 from libs.clients import IndexClient
 from libs.errors import ConcurrentWriterError
 from libs.http import RetryPolicy
-from services.index.settings import IndexSettings
 from services.index.store import IndexStore, StoreState, Writes
 from services.index.store.writer_guard import WriterGuard
-from tests.index_helpers import upsert_request
+from tests.index_helpers import settings_for, upsert_request
 from tests.object_store import IndexProcess, index_process
 
 pytestmark = pytest.mark.integration
-
-
-def settings_for(path: Path, **overrides: Any) -> IndexSettings:
-    return IndexSettings(lancedb_uri=str(path / "lancedb"), **overrides)
 
 
 def client(index: IndexProcess) -> IndexClient:
