@@ -115,6 +115,26 @@ def load_all(path: Path) -> list[dict[str, object]]:
         return [doc for doc in yaml.safe_load_all(fh) if doc]
 
 
+def k3s_kustomization() -> dict[str, Any]:
+    data: dict[str, Any] = yaml.safe_load((K3S / "kustomization.yaml").read_text())
+    return data
+
+
+def k3s_resources() -> list[dict[str, Any]]:
+    """What deploy/k3s's kustomization applies, loaded in Python (works without kubectl)."""
+    docs: list[dict[str, Any]] = []
+    for name in k3s_kustomization()["resources"]:
+        docs.extend(load_all(K3S / name))
+    return docs
+
+
+def one_resource(docs: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
+    """The one resource of `kind` named `name` among `docs` (fails if none or several)."""
+    found = [d for d in docs if d["kind"] == kind and d["metadata"]["name"] == name]
+    assert len(found) == 1, f"{kind}/{name}: {len(found)} found"
+    return found[0]
+
+
 def lockfiles() -> ModuleType:
     """deploy/docker/lockfiles.py (a script, not a package member) as a module."""
     name = "mvdb_lockfiles"

@@ -32,10 +32,12 @@ from tests.deploy.conftest import (
     compose_project,
     dockerfile_stages,
     image_env,
+    k3s_kustomization,
+    k3s_resources,
     load_all,
+    one_resource,
     run,
 )
-from tests.deploy.netpol import KUBE_DNS, PROMETHEUS, STRANGER, TRAEFIK, connects, pod
 
 Resource = dict[str, Any]
 SERVICES = {"converter": 8001, "embedder": 8002, "index": 8003, "gateway": 8000}
@@ -46,25 +48,6 @@ CUSTOM_KINDS = {"Kustomization", "ServiceMonitor", "HelmChartConfig"}
 K8S_VERSIONS = ("1.28.0", None)
 # ConfigMap keys that are not service settings but still read in the pods.
 NON_SETTING_KEYS = {"HF_HUB_OFFLINE", "FORWARDED_ALLOW_IPS"}
-
-
-def _kustomization() -> dict[str, Any]:
-    data: dict[str, Any] = yaml.safe_load((K3S / "kustomization.yaml").read_text())
-    return data
-
-
-def _resources() -> list[Resource]:
-    """What the kustomization applies, loaded in Python (works without kubectl)."""
-    docs: list[Resource] = []
-    for name in _kustomization()["resources"]:
-        docs.extend(load_all(K3S / name))
-    return docs
-
-
-def _one(docs: list[Resource], kind: str, name: str) -> Resource:
-    found = [d for d in docs if d["kind"] == kind and d["metadata"]["name"] == name]
-    assert len(found) == 1, f"{kind}/{name}: {len(found)} found"
-    return found[0]
 
 
 def _workloads(docs: list[Resource]) -> Iterator[Resource]:
@@ -87,7 +70,7 @@ def test_manifests_pass_kubernetes_validate_strict(
 
 
 def test_kustomization_lists_every_manifest_and_each_parses() -> None:
-    listed = _kustomization()["resources"]
+    listed = k3s_kustomization()["resources"]
     assert len(listed) == len(set(listed))
     on_disk = {p.name for p in K3S.glob("*.yaml")} - {"kustomization.yaml"}
     assert set(listed) == on_disk, "every manifest in deploy/k3s belongs in kustomization.yaml"
@@ -105,7 +88,7 @@ def test_kubectl_kustomize_renders_the_same_resources(
     assert result.returncode == 0, result.stderr
     rendered = [d for d in yaml.safe_load_all(result.stdout) if d]
     key = lambda d: (d["kind"], d["metadata"]["name"])  # noqa: E731
-    assert sorted(map(key, rendered)) == sorted(map(key, _resources()))
+    assert sorted(map(key, rendered)) == sorted(map(key, k3s_resources()))
     for doc in rendered:
         if doc["kind"] != "Namespace":
             assert doc["metadata"]["namespace"] == NAMESPACE, key(doc)
@@ -143,12 +126,12 @@ def test_the_overlay_in_the_docs_sets_tokens_and_host(kubectl: str, tmp_path: Pa
     secrets = [d for d in docs if d["kind"] == "Secret"]
     assert len(secrets) == 1
     assert secrets[0]["data"]["AUTH_TOKEN"] == "ZnVsbC1zZWNyZXQ="  # base64 of full-secret
-    gateway = _one(docs, "Deployment", "gateway")
+    gateway = one_resource(docs, "Deployment", "gateway")
     env = gateway["spec"]["template"]["spec"]["containers"][0]["env"]
     refs = {e["valueFrom"]["secretKeyRef"]["name"] for e in env if "valueFrom" in e}
     assert refs == {secrets[0]["metadata"]["name"]}
-    config = _one(docs, "ConfigMap", "mcpvectordb-config")["data"]
-    ingress = _one(docs, "Ingress", "gateway")["spec"]
+    config = one_resource(docs, "ConfigMap", "mcpvectordb-config")["data"]
+    ingress = one_resource(docs, "Ingress", "gateway")["spec"]
     assert config["ALLOWED_HOSTS"] == ingress["rules"][0]["host"] == "mcp.mydomain.org"
     assert ingress["tls"][0]["hosts"] == ["mcp.mydomain.org"]
     assert config["EMBED_BATCH_SIZE"]  # the patch merged into the ConfigMap, not replaced it
@@ -158,7 +141,7 @@ def test_the_overlay_in_the_docs_sets_tokens_and_host(kubectl: str, tmp_path: Pa
 
 
 def test_every_pod_is_hardened_probed_sized_and_annotated() -> None:
-    docs = _resources()
+    docs = k3s_resources()
     names = set()
     for workload in _workloads(docs):
         name = workload["metadata"]["name"]
@@ -188,37 +171,37 @@ def test_every_pod_is_hardened_probed_sized_and_annotated() -> None:
 
 
 def test_the_index_is_a_single_writer_statefulset_on_a_claim() -> None:
-    docs = _resources()
-    index = _one(docs, "StatefulSet", "index")
+    docs = k3s_resources()
+    index = one_resource(docs, "StatefulSet", "index")
     assert index["spec"]["replicas"] == 1
     (claim,) = index["spec"]["volumeClaimTemplates"]
     assert claim["spec"]["accessModes"] == ["ReadWriteOnce"]
     mounts = index["spec"]["template"]["spec"]["containers"][0]["volumeMounts"]
     data = next(m for m in mounts if m["name"] == claim["metadata"]["name"])
-    config = _one(docs, "ConfigMap", "mcpvectordb-config")["data"]
+    config = one_resource(docs, "ConfigMap", "mcpvectordb-config")["data"]
     assert config["LANCEDB_URI"].startswith(data["mountPath"] + "/")
-    headless = _one(docs, "Service", index["spec"]["serviceName"])
+    headless = one_resource(docs, "Service", index["spec"]["serviceName"])
     assert headless["spec"]["clusterIP"] == "None"
     scaled = {h["spec"]["scaleTargetRef"]["name"] for h in docs if h["kind"].endswith("Autoscaler")}
     assert scaled == {"converter", "embedder"}, "only the stateless workers autoscale"
 
 
 def test_the_gateway_runs_one_replica_replaced_not_rolled() -> None:
-    gateway = _one(_resources(), "Deployment", "gateway")
+    gateway = one_resource(k3s_resources(), "Deployment", "gateway")
     assert gateway["spec"]["replicas"] == 1, "MCP sessions live in one process's memory"
     assert gateway["spec"]["strategy"] == {"type": "Recreate"}
 
 
 def test_autoscaled_deployments_leave_the_replica_count_to_the_hpa() -> None:
-    docs = _resources()
+    docs = k3s_resources()
     for name in ("converter", "embedder"):
-        assert "replicas" not in _one(docs, "Deployment", name)["spec"], name
-        hpa = _one(docs, "HorizontalPodAutoscaler", name)
+        assert "replicas" not in one_resource(docs, "Deployment", name)["spec"], name
+        hpa = one_resource(docs, "HorizontalPodAutoscaler", name)
         assert hpa["spec"]["minReplicas"] >= 1 < hpa["spec"]["maxReplicas"]
 
 
 def test_services_select_their_pods_by_a_named_port() -> None:
-    docs = _resources()
+    docs = k3s_resources()
     pods = {
         w["metadata"]["name"]: w["spec"]["template"]["metadata"]["labels"] for w in _workloads(docs)
     }
@@ -234,14 +217,14 @@ def test_services_select_their_pods_by_a_named_port() -> None:
 
 
 def _settings_env(docs: list[Resource], tokens: dict[str, str]) -> dict[str, str]:
-    config: dict[str, str] = _one(docs, "ConfigMap", "mcpvectordb-config")["data"]
+    config: dict[str, str] = one_resource(docs, "ConfigMap", "mcpvectordb-config")["data"]
     return {**config, **tokens}
 
 
 def test_configmap_holds_only_known_settings_that_every_service_accepts(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    docs = _resources()
+    docs = k3s_resources()
     env = _settings_env(docs, {"AUTH_TOKEN": "t"})
     known = {
         name.upper()
@@ -262,9 +245,11 @@ def test_configmap_holds_only_known_settings_that_every_service_accepts(
 
 def test_shipped_secret_makes_the_gateway_refuse_to_start(monkeypatch: pytest.MonkeyPatch) -> None:
     """Empty tokens on purpose: the gateway must not serve the library unauthenticated."""
-    docs = _resources()
-    secret = _one(docs, "Secret", "mcpvectordb-auth")["stringData"]
-    gateway = _one(docs, "Deployment", "gateway")["spec"]["template"]["spec"]["containers"][0]
+    docs = k3s_resources()
+    secret = one_resource(docs, "Secret", "mcpvectordb-auth")["stringData"]
+    gateway = one_resource(docs, "Deployment", "gateway")["spec"]["template"]["spec"]["containers"][
+        0
+    ]
     keys = {e["valueFrom"]["secretKeyRef"]["key"] for e in gateway["env"] if "valueFrom" in e}
     assert keys == set(secret) == {"AUTH_TOKEN", "READ_ONLY_TOKEN"}
     for key, value in _settings_env(docs, secret).items():
@@ -277,9 +262,11 @@ def test_shipped_secret_makes_the_gateway_refuse_to_start(monkeypatch: pytest.Mo
 
 
 def test_ingress_hosts_are_allowed_hosts_and_sse_is_unbuffered() -> None:
-    docs = _resources()
-    ingress = _one(docs, "Ingress", "gateway")
-    allowed = _one(docs, "ConfigMap", "mcpvectordb-config")["data"]["ALLOWED_HOSTS"].split(",")
+    docs = k3s_resources()
+    ingress = one_resource(docs, "Ingress", "gateway")
+    allowed = one_resource(docs, "ConfigMap", "mcpvectordb-config")["data"]["ALLOWED_HOSTS"].split(
+        ","
+    )
     for rule in ingress["spec"]["rules"]:
         assert rule["host"] in allowed, "the gateway would answer 421 to its own host name"
         (path,) = rule["http"]["paths"]
@@ -290,7 +277,7 @@ def test_ingress_hosts_are_allowed_hosts_and_sse_is_unbuffered() -> None:
 
 
 def test_servicemonitors_select_all_four_services() -> None:
-    docs = _resources()
+    docs = k3s_resources()
     services = [d for d in docs if d["kind"] == "Service"]
     scraped: set[str] = set()
     for monitor in (d for d in docs if d["kind"] == "ServiceMonitor"):
@@ -306,7 +293,7 @@ def test_servicemonitors_select_all_four_services() -> None:
         assert endpoint["port"] == "http" and endpoint["path"] == "/metrics"
         if "gateway" in chosen:
             credentials = endpoint["authorization"]["credentials"]
-            secret = _one(docs, "Secret", credentials["name"])
+            secret = one_resource(docs, "Secret", credentials["name"])
             assert credentials["key"] in secret["stringData"]
     assert scraped == set(SERVICES), "each service scraped once (not via index-headless too)"
 
@@ -345,7 +332,7 @@ def test_manifests_run_the_dockerfile_targets_that_compose_builds(
     and the container tier tests; a manifest naming a target the Dockerfile lacks fails."""
     targets = set(dockerfile_stages())
     compose = compose_config(docker_compose, compose_project(tmp_path))["services"]
-    for workload in _workloads(_resources()):
+    for workload in _workloads(k3s_resources()):
         name = workload["metadata"]["name"]
         (container,) = workload["spec"]["template"]["spec"]["containers"]
         target, tag = _image_target(container["image"])
@@ -378,13 +365,13 @@ def _k3s_env(docs: list[Resource], service: str) -> dict[str, str]:
     ]["spec"]["containers"]
     env: dict[str, str] = {}
     for source in container.get("envFrom", []):
-        env.update(_one(docs, "ConfigMap", source["configMapRef"]["name"])["data"])
+        env.update(one_resource(docs, "ConfigMap", source["configMapRef"]["name"])["data"])
     for item in container.get("env", []):
         if "value" in item:
             env[item["name"]] = item["value"]
         else:
             ref = item["valueFrom"]["secretKeyRef"]
-            env[item["name"]] = _one(docs, "Secret", ref["name"])["stringData"][ref["key"]]
+            env[item["name"]] = one_resource(docs, "Secret", ref["name"])["stringData"][ref["key"]]
     return env
 
 
@@ -394,7 +381,7 @@ def test_settings_agree_between_compose_and_the_configmap(
     """Every setting every service reads has the same value under compose (image ENV plus
     docker-compose.yml, whose defaults are .env.example's: test_compose.py) and under k3s
     (image ENV plus the ConfigMap, Secret and env), but for the differences intended above."""
-    docs = _resources()
+    docs = k3s_resources()
     compose = compose_config(docker_compose, compose_project(tmp_path))["services"]
     drift: list[str] = []
     for service in SETTINGS_CLASSES:
@@ -405,7 +392,7 @@ def test_settings_agree_between_compose_and_the_configmap(
             if (value != in_k3s[name]) != intended:
                 drift.append(f"{service}.{name}: compose {value!r}, k3s {in_k3s[name]!r}")
     assert not drift, "settings drifted (or an intended difference is gone):\n" + "\n".join(drift)
-    config = _one(docs, "ConfigMap", "mcpvectordb-config")["data"]
+    config = one_resource(docs, "ConfigMap", "mcpvectordb-config")["data"]
     for key in NON_SETTING_KEYS:
         assert config[key] == str(
             compose["gateway"]["environment"].get(key, image_env("gateway").get(key))
@@ -445,68 +432,3 @@ def _effective_outside(
             patch.setenv(key, value)
         settings: dict[str, Any] = cls().model_dump()
         return settings
-
-
-# --- network policy -----------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def policies() -> list[Resource]:
-    return [d for d in _resources() if d["kind"] == "NetworkPolicy"]
-
-
-def test_default_deny_covers_every_pod_both_ways(policies: list[Resource]) -> None:
-    deny = [p for p in policies if p["spec"]["podSelector"] == {}]
-    assert len(deny) == 1
-    assert set(deny[0]["spec"]["policyTypes"]) == {"Ingress", "Egress"}
-    assert "ingress" not in deny[0]["spec"] and "egress" not in deny[0]["spec"]
-
-
-def test_only_the_gateway_reaches_the_internal_services(policies: list[Resource]) -> None:
-    gateway = pod("gateway")
-    for name in ("converter", "embedder", "index"):
-        port = SERVICES[name]
-        assert connects(policies, gateway, pod(name), port), name
-        assert not connects(policies, gateway, pod(name), port + 100), "other ports stay shut"
-        for other in set(SERVICES) - {name, "gateway"}:
-            assert not connects(policies, pod(other), pod(name), port), (other, name)
-        assert not connects(policies, STRANGER, pod(name), port)
-        assert not connects(policies, TRAEFIK, pod(name), port)
-
-
-def test_prometheus_scrapes_every_service(policies: list[Resource]) -> None:
-    for name, port in SERVICES.items():
-        assert connects(policies, PROMETHEUS, pod(name), port), name
-
-
-def test_the_ingress_controller_reaches_the_gateway(policies: list[Resource]) -> None:
-    assert connects(policies, TRAEFIK, pod("gateway"), 8000)
-    assert not connects(policies, STRANGER, pod("gateway"), 8000)
-
-
-def test_egress_internet_for_the_gateway_only_and_never_private(policies: list[Resource]) -> None:
-    public, private = (
-        ("93.184.216.34", "2606:4700::1111"),
-        (
-            "10.43.0.1",  # k3s service network
-            "10.42.0.7",  # k3s pod network
-            "169.254.169.254",  # cloud metadata
-            "192.168.1.1",
-            "172.17.0.1",
-            "127.0.0.1",
-            "100.64.0.1",
-            "fd00::1",
-        ),
-    )
-    for address in public:
-        assert connects(policies, pod("gateway"), address, 443), address
-    for address in private:
-        assert not connects(policies, pod("gateway"), address, 443), address
-    for name in ("converter", "embedder", "index"):
-        for address in (*public, *private):
-            assert not connects(policies, pod(name), address, 443), (name, address)
-
-
-def test_dns_only_where_needed(policies: list[Resource]) -> None:
-    assert connects(policies, pod("gateway"), KUBE_DNS, 53, "UDP")
-    assert connects(policies, pod("gateway"), KUBE_DNS, 53, "TCP")
-    for name in ("converter", "embedder", "index"):
-        assert not connects(policies, pod(name), KUBE_DNS, 53, "UDP"), name

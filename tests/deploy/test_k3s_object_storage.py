@@ -19,7 +19,7 @@ from services.converter.settings import ConverterSettings
 from services.embedder.settings import EmbedderSettings
 from services.gateway.settings import GatewaySettings
 from services.index.settings import IndexSettings
-from tests.deploy.conftest import DEPLOY, run
+from tests.deploy.conftest import DEPLOY, one_resource, run
 from tests.deploy.netpol import (
     KUBE_DNS,
     NAMESPACE,
@@ -53,14 +53,8 @@ def rendered(kubectl: str) -> list[Resource]:
     return [d for d in yaml.safe_load_all(result.stdout) if d]
 
 
-def _one(docs: list[Resource], kind: str, name: str) -> Resource:
-    found = [d for d in docs if d["kind"] == kind and d["metadata"]["name"] == name]
-    assert len(found) == 1, f"{kind}/{name}: {len(found)} found"
-    return found[0]
-
-
 def _container(docs: list[Resource], name: str) -> dict[str, Any]:
-    (container,) = _one(docs, "Deployment", name)["spec"]["template"]["spec"]["containers"]
+    (container,) = one_resource(docs, "Deployment", name)["spec"]["template"]["spec"]["containers"]
     return dict(container)
 
 
@@ -70,9 +64,9 @@ def _env(docs: list[Resource], name: str) -> dict[str, str]:
     env: dict[str, str] = {}
     for source in container.get("envFrom", []):
         if "configMapRef" in source:
-            env.update(_one(docs, "ConfigMap", source["configMapRef"]["name"])["data"])
+            env.update(one_resource(docs, "ConfigMap", source["configMapRef"]["name"])["data"])
         else:
-            env.update(_one(docs, "Secret", source["secretRef"]["name"])["stringData"])
+            env.update(one_resource(docs, "Secret", source["secretRef"]["name"])["stringData"])
     for item in container.get("env", []):
         if "value" in item:
             env[item["name"]] = item["value"]
@@ -102,7 +96,7 @@ def test_no_volume_and_one_writer_that_is_never_two(rendered: list[Resource]) ->
     for workload in (d for d in rendered if d["kind"] == "Deployment"):
         for volume in workload["spec"]["template"]["spec"].get("volumes", []):
             assert set(volume) == {"name", "emptyDir"}, (workload["metadata"]["name"], volume)
-    writer = _one(rendered, "Deployment", "index")
+    writer = one_resource(rendered, "Deployment", "index")
     assert writer["spec"]["replicas"] == 1
     assert writer["spec"]["strategy"] == {"type": "Recreate"}, "a rollout must not overlap"
     scaled = {
@@ -117,9 +111,9 @@ def test_no_volume_and_one_writer_that_is_never_two(rendered: list[Resource]) ->
 def test_readers_are_an_autoscaled_deployment_behind_their_own_service(
     rendered: list[Resource],
 ) -> None:
-    readers = _one(rendered, "Deployment", "index-reader")
+    readers = one_resource(rendered, "Deployment", "index-reader")
     assert "replicas" not in readers["spec"], "the HPA owns the count"
-    hpa = _one(rendered, "HorizontalPodAutoscaler", "index-reader")
+    hpa = one_resource(rendered, "HorizontalPodAutoscaler", "index-reader")
     assert hpa["spec"]["scaleTargetRef"] == {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -133,7 +127,7 @@ def test_readers_are_an_autoscaled_deployment_behind_their_own_service(
         if d["kind"] == "Deployment"
     }
     for service, workload in (("index", "index"), ("index-reader", "index-reader")):
-        selector = _one(rendered, "Service", service)["spec"]["selector"]
+        selector = one_resource(rendered, "Service", service)["spec"]["selector"]
         chosen = [
             name for name, pod_labels in labels.items() if selector.items() <= pod_labels.items()
         ]
@@ -143,14 +137,14 @@ def test_readers_are_an_autoscaled_deployment_behind_their_own_service(
         assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
         assert container["securityContext"]["readOnlyRootFilesystem"] is True
         assert container["image"] == "mcpvectordb/index:local"
-    scraped = _one(rendered, "Service", "index-reader")["metadata"]["labels"]
+    scraped = one_resource(rendered, "Service", "index-reader")["metadata"]["labels"]
     assert scraped["mcpvectordb.io/metrics"] == "internal", "the ServiceMonitor scrapes readers"
 
 
 def test_settings_point_the_gateway_at_the_readers_and_the_index_at_the_bucket(
     rendered: list[Resource], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    config = _one(rendered, "ConfigMap", "mcpvectordb-config")["data"]
+    config = one_resource(rendered, "ConfigMap", "mcpvectordb-config")["data"]
     known = {name.upper() for cls in (IndexSettings, GatewaySettings) for name in cls.model_fields}
     for key in list(os.environ):
         if key.upper() in known:
@@ -162,7 +156,7 @@ def test_settings_point_the_gateway_at_the_readers_and_the_index_at_the_bucket(
     assert index.lancedb_uri.startswith("s3://")
     monkeypatch.setenv("AUTH_TOKEN", "t")
     gateway = GatewaySettings()
-    service = _one(rendered, "Service", "index-reader")
+    service = one_resource(rendered, "Service", "index-reader")
     (port,) = service["spec"]["ports"]
     assert gateway.index_read_urls == [f"http://index-reader:{port['port']}"]
     assert gateway.index_url == f"http://index:{port['port']}"
@@ -180,10 +174,10 @@ def test_settings_point_the_gateway_at_the_readers_and_the_index_at_the_bucket(
 def test_storage_credentials_come_from_a_secret_only_the_index_pods_read(
     rendered: list[Resource],
 ) -> None:
-    secret = _one(rendered, "Secret", "mcpvectordb-storage")
+    secret = one_resource(rendered, "Secret", "mcpvectordb-storage")
     assert set(secret["stringData"]) == {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"}
     assert set(secret["stringData"].values()) == {""}, "no credentials in the repository"
-    config = _one(rendered, "ConfigMap", "mcpvectordb-config")["data"]
+    config = one_resource(rendered, "ConfigMap", "mcpvectordb-config")["data"]
     assert not any("SECRET" in key or "ACCESS_KEY" in key for key in config)
     for workload in (d for d in rendered if d["kind"] == "Deployment"):
         name = workload["metadata"]["name"]
@@ -197,7 +191,7 @@ def test_storage_credentials_come_from_a_secret_only_the_index_pods_read(
 
 
 def _storage_peer(policies: list[Resource]) -> tuple[str, int]:
-    policy = _one(policies, "NetworkPolicy", "index-storage-egress")
+    policy = one_resource(policies, "NetworkPolicy", "index-storage-egress")
     rule = next(r for r in policy["spec"]["egress"] if "ipBlock" in r["to"][0])
     address = rule["to"][0]["ipBlock"]["cidr"].split("/")[0]
     return address, int(rule["ports"][0]["port"])
@@ -228,7 +222,9 @@ def test_only_the_gateway_and_prometheus_reach_the_readers(rendered: list[Resour
     policies = [d for d in rendered if d["kind"] == "NetworkPolicy"]
     readers = Pod(
         NAMESPACE,
-        _one(rendered, "Deployment", "index-reader")["spec"]["template"]["metadata"]["labels"],
+        one_resource(rendered, "Deployment", "index-reader")["spec"]["template"]["metadata"][
+            "labels"
+        ],
     )
     assert connects(policies, pod("gateway"), readers, 8003)
     assert connects(policies, PROMETHEUS, readers, 8003)
