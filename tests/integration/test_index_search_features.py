@@ -5,7 +5,6 @@ columns existed. Filters: `test_index_search_filters`."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
@@ -22,21 +21,10 @@ from services.index.app import create_app
 from services.index.core import IndexCore
 from services.index.settings import IndexSettings
 from services.index.store import IndexStore
-from tests.index_helpers import settings_for, unit_vectors, upsert_request, write_old_store
-from tests.search_helpers import MODES, add_walrus_library, query
+from tests.index_helpers import unit_vectors, upsert_request, write_old_store
+from tests.search_helpers import MODES, query
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-async def core(tmp_path: Path) -> AsyncIterator[IndexCore]:
-    async with IndexCore(settings_for(tmp_path)) as opened:
-        yield opened
-
-
-@pytest.fixture
-async def library(core: IndexCore) -> IndexCore:
-    return await add_walrus_library(core)
 
 
 # ------------------------------------------------------------------ max_per_document

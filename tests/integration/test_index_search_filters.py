@@ -4,8 +4,6 @@ exact; injection attempts, which are only values; invalid filters refused by nam
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,21 +11,10 @@ import pytest
 from libs.contracts import SearchMode
 from libs.errors import InvalidInputError
 from services.index.core import IndexCore
-from tests.index_helpers import settings_for, upsert_request
-from tests.search_helpers import MODES, add_walrus_library, query, sources
+from tests.index_helpers import upsert_request
+from tests.search_helpers import MODES, query, sources
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-async def core(tmp_path: Path) -> AsyncIterator[IndexCore]:
-    async with IndexCore(settings_for(tmp_path)) as opened:
-        yield opened
-
-
-@pytest.fixture
-async def library(core: IndexCore) -> IndexCore:
-    return await add_walrus_library(core)
 
 
 ALL = {

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import base64
 import threading
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -23,12 +22,6 @@ from services.index.store import IndexStore, StoreState, tables
 from tests.index_helpers import DIM, MODEL, bm25, settings_for, unit_vectors, upsert_request
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-async def core(tmp_path: Path) -> AsyncIterator[IndexCore]:
-    async with IndexCore(settings_for(tmp_path)) as opened:
-        yield opened
 
 
 # ------------------------------------------------------------------ documents

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import anyio
@@ -27,12 +26,6 @@ from services.index.store.writes import guarded_delete
 from tests.index_helpers import bm25, opened_store, settings_for, unit_vectors, upsert_request
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-async def core(tmp_path: Path) -> AsyncIterator[IndexCore]:
-    async with IndexCore(settings_for(tmp_path)) as opened:
-        yield opened
 
 
 # --------------------------------------------------------------- atomicity

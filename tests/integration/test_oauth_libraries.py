@@ -22,23 +22,10 @@ from services.index.core import IndexCore
 from services.index.settings import IndexSettings
 from tests.fakes import FakeConverter, FakeEmbedder
 from tests.jwt_issuer import LocalIssuer
-from tests.oauth_gateway import (
-    AUDIENCE,
-    LIBRARIES_CLAIM,
-    PUBLIC,
-    bearer,
-    mcp_tools,
-    serving_issuer,
-)
+from tests.oauth_gateway import AUDIENCE, LIBRARIES_CLAIM, PUBLIC, bearer, mcp_tools
 from tests.servers import serve
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="module")
-def issuer() -> Iterator[LocalIssuer]:
-    with serving_issuer() as local:
-        yield local
 
 
 @pytest.fixture(scope="module")

@@ -34,17 +34,10 @@ from tests.oauth_gateway import (
     WRITE_SCOPE,
     bearer,
     mcp_tools,
-    serving_issuer,
 )
 from tests.servers import free_port, serve
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="module")
-def issuer() -> Iterator[LocalIssuer]:
-    with serving_issuer() as local:
-        yield local
 
 
 @pytest.fixture(scope="module")
