@@ -72,7 +72,7 @@ oauth-harness: $(OAUTH_HARNESS) ## Install oidc-provider and mcp-remote for the 
 test: install deploy-tools ts-client oauth-harness ## Lint, typecheck and run every test tier (unit, integration, e2e, deploy, containers)
 	$(MAKE) --no-print-directory lint
 	$(MAKE) --no-print-directory typecheck
-	$(VENV)/bin/python -m pytest -q -rs -p no:cacheprovider --ignore=tests/deploy/test_containers.py
+	$(VENV)/bin/python -m pytest -q -rs -p no:cacheprovider --ignore=tests/deploy/containers
 	$(MAKE) --no-print-directory test-containers
 
 test-unit: install ## Unit tests only (no network, no model)

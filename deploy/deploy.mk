@@ -13,7 +13,7 @@
 # A tool that cannot be installed (no root for apt, no registry) is reported and its tests skip
 # with the reason; nothing here fails `make test` for that.
 #
-# The container tier (`test-containers`, tests/deploy/test_containers.py) needs Docker:
+# The container tier (`test-containers`, tests/deploy/containers) needs Docker:
 # `container-tools` installs Debian's docker.io, docker-compose (1.29.2, with Debian's
 # docker-py: the PyPI one fails against docker-py 7) and mmdebstrap (no image registry is
 # reachable, so the tests build their Python base image from Debian packages). The tests start
@@ -79,14 +79,14 @@ container-tools: ## Install Docker, docker-compose and mmdebstrap from Debian wh
 	fi
 
 test-deploy: deploy-tools ## Deployment checks: compose, Dockerfile, k3s manifests, Prometheus end to end
-	$(PY) -m pytest -q -p no:cacheprovider tests/deploy --ignore=tests/deploy/test_containers.py
+	$(PY) -m pytest -q -p no:cacheprovider tests/deploy --ignore=tests/deploy/containers
 
 test-containers: install deploy-tools container-tools ## Build the four images, run the compose cluster, e2e against it
-	$(PY) -m pytest -q -rs -p no:cacheprovider tests/deploy/test_containers.py
+	$(PY) -m pytest -q -rs -p no:cacheprovider tests/deploy/containers
 
 deploy-validate: deploy-tools ## The offline deployment checks without the Prometheus end-to-end run
 	$(PY) -m pytest -q -p no:cacheprovider tests/deploy --ignore=tests/deploy/test_prometheus_e2e.py \
-		--ignore=tests/deploy/test_containers.py
+		--ignore=tests/deploy/containers
 
 compose-config: deploy-tools ## Render docker-compose.yml (with the monitoring profile) as compose sees it
 	$(DOCKER_COMPOSE) -f docker-compose.yml --profile monitoring config

@@ -199,7 +199,7 @@ def image_env(target: str) -> dict[str, str]:
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     """The container tier's timings and image sizes, when it ran."""
-    from tests.deploy.containers import REPORT
+    from tests.deploy.containers.engine import REPORT
 
     if REPORT:
         terminalreporter.write_sep("-", "container tier")

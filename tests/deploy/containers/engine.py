@@ -1,4 +1,4 @@
-"""Docker for the container tier (tests/deploy/test_containers.py): the engine, a Python base
+"""Docker for the container tier (this package): the engine, a Python base
 image made from Debian packages, and a compose project of the repository's
 docker-compose.yml on free loopback ports.
 

@@ -10,8 +10,8 @@ out of what they show; an MCP session that ingests finds the document at once (r
 and another session finds it through the readers within the consistency interval; the tables'
 objects are in the bucket; a write sent to a reader is refused (405 read_only_replica).
 
-`run` is one test of tests/deploy/test_containers.py (`make test-containers`), the last: the
-images are the ones that module built, so only the `s3` image is new here. It skips, saying
+`run` is the container tier's last test (`test_s3_profile`, `make test-containers`): the
+images are the ones the tier built, so only the `s3` image is new here. It skips, saying
 why, where Docker cannot run.
 """
 
@@ -32,8 +32,8 @@ import httpx
 import pytest
 
 from tests.conftest import REPO
-from tests.deploy import containers
-from tests.deploy.containers import Compose, Docker
+from tests.deploy.containers import engine
+from tests.deploy.containers.engine import Compose, Docker
 from tests.mcp_client import sse_tools
 from tests.servers import free_port
 
@@ -84,9 +84,9 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> None:
 @contextlib.contextmanager
 def _s3_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Stack]:
     try:
-        with containers.engine() as docker:
-            base = containers.python_base(docker)
-            cli = containers.compose_cli(docker)
+        with engine.engine() as docker:
+            base = engine.python_base(docker)
+            cli = engine.compose_cli(docker)
             home = tmp_path_factory.mktemp("compose-s3")
             ingest = tmp_path_factory.mktemp("ingest-s3")
             ingest.chmod(0o755)
@@ -115,13 +115,13 @@ def _s3_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Stack]:
                 compose("up", "-d", "--no-build", "--scale", "index-reader=2", profiles=("s3",))
                 ready = compose.wait_ready(300, "s3")
                 assert ready.returncode == 0, f"{ready.stdout}\n{ready.stderr}\n{compose.logs()}"
-                containers.REPORT.append(
+                engine.REPORT.append(
                     f"s3 profile built, up and ready in {time.monotonic() - started:.0f}s"
                 )
                 yield S3Stack(docker, compose, f"http://127.0.0.1:{port}")
             finally:
                 compose("down", "--volumes", "--remove-orphans", profiles=("s3",), check=False)
-    except containers.Unavailable as exc:
+    except engine.Unavailable as exc:
         pytest.skip(f"the container tier cannot run here: {exc}")
 
 
