@@ -26,7 +26,6 @@ import asyncio
 import os
 import random
 import signal
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -38,6 +37,7 @@ import pytest
 from services.entrypoints.cluster import LocalCluster, local_env, running
 from tests.conftest import SHARED_FILES
 from tests.e2e.conftest import restart
+from tests.folder_ingest import IngestInBackground
 from tests.mcp_client import sse_tools
 
 pytestmark = pytest.mark.e2e
@@ -156,30 +156,18 @@ def ingest_through_a_kill(
     restart it and wait for the ingest to end: (its outcome, documents stored before the
     kill, the request)."""
     request = {"folder": str(folder), "library": library, "max_concurrency": 2}
-    outcome: dict[str, Any] = {}
-
-    def ingest() -> None:
-        try:
-            outcome["response"] = httpx.post(
-                cluster.gateway + "/ingest_folder", json=request, timeout=600
-            )
-        except httpx.HTTPError as exc:
-            outcome["error"] = exc
-
-    worker = threading.Thread(target=ingest, daemon=True)
-    worker.start()
+    ingest = IngestInBackground(cluster.gateway, request)
     deadline = time.monotonic() + 180
     while (done_before := _documents_in(cluster, library)) < 2:
-        assert worker.is_alive(), f"the ingest ended before the kill: {outcome}"
+        assert ingest.running(), f"the ingest ended before the kill: {ingest.outcome}"
         assert time.monotonic() < deadline, "the ingest made no progress"
         time.sleep(0.05)
     assert done_before < FILES_PER_ROUND, "the ingest finished before the kill"
 
     _kill(cluster, victim)
     assert f"{victim}: started" in restart(cluster)
-    worker.join(timeout=600)
-    assert not worker.is_alive(), "the ingest did not finish after the restart"
-    return outcome, done_before, request
+    ingest.finish()
+    return ingest.outcome, done_before, request
 
 
 def answer_through_restarts(outcome: dict[str, Any]) -> dict[str, Any]:

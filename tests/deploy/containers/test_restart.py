@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import random
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,7 @@ import httpx
 import pytest
 
 from tests.deploy.containers.stack import BOOK, Stack, call, readable, wait
+from tests.folder_ingest import IngestInBackground
 from tests.mcp_client import sse_tools
 
 # The first test to run builds the base and service images (minutes on a machine without them).
@@ -66,15 +66,7 @@ def test_killing_the_index_mid_ingest_leaves_the_store_consistent(stack: Stack) 
     files, library = 10, "crash"
     _book_folder(stack.ingest / library, files)
     request = {"folder": f"/srv/ingest/{library}", "library": library, "max_concurrency": 2}
-    outcome: dict[str, Any] = {}
-
-    def ingest() -> None:
-        try:
-            outcome["response"] = httpx.post(
-                stack.gateway + "/ingest_folder", json=request, timeout=600
-            )
-        except httpx.HTTPError as exc:
-            outcome["error"] = exc
+    ingest = IngestInBackground(stack.gateway, request)
 
     async def documents() -> int:
         async with sse_tools(stack.gateway + "/sse") as tools:
@@ -83,12 +75,10 @@ def test_killing_the_index_mid_ingest_leaves_the_store_consistent(stack: Stack) 
                 listed = await tools.call("list_documents", library=library, limit=1)
                 if listed.get("total", 0) >= 2:
                     return int(listed["total"])
-                assert worker.is_alive(), f"the ingest ended before the kill: {outcome}"
+                assert ingest.running(), f"the ingest ended before the kill: {ingest.outcome}"
                 assert time.monotonic() < deadline, "the ingest made no progress"
                 await asyncio.sleep(0.05)
 
-    worker = threading.Thread(target=ingest, daemon=True)
-    worker.start()
     done_before = asyncio.run(documents())
     assert done_before < files, "the ingest finished before the kill"
 
@@ -106,9 +96,8 @@ def test_killing_the_index_mid_ingest_leaves_the_store_consistent(stack: Stack) 
     ready = stack.compose.wait_ready(300)
     assert ready.returncode == 0, f"{ready.stdout}\n{ready.stderr}\n{stack.compose.logs()}"
 
-    worker.join(timeout=600)
-    assert not worker.is_alive(), "the ingest did not finish after the restart"
-    response = outcome["response"]
+    ingest.finish()
+    response = ingest.outcome["response"]
     assert response.status_code == 200, response.text
     body = response.json()
     assert body["total_files"] == files
