@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import random
 import signal
 import time
 from collections.abc import Iterator
@@ -36,8 +35,8 @@ import pytest
 
 from services.entrypoints.cluster import LocalCluster, local_env, running
 from tests.conftest import SHARED_FILES
+from tests.crash_checks import IngestInBackground, store_is_consistent
 from tests.e2e.conftest import restart
-from tests.folder_ingest import IngestInBackground
 from tests.mcp_client import sse_tools
 
 pytestmark = pytest.mark.e2e
@@ -114,39 +113,12 @@ async def check_store(
     acknowledged_by_library: dict[str, set[str]] = ACKNOWLEDGED,
 ) -> None:
     """Consistency of the whole store, and a close look at `sample` documents of `library`."""
-    async with sse_tools(cluster.gateway + "/sse") as tools:
-        libraries = {
-            lib["library"]: lib for lib in (await tools.call("list_libraries"))["libraries"]
-        }
-        for name, acknowledged in acknowledged_by_library.items():
-            listed = await tools.call("list_documents", library=name, limit=1000)
-            docs = listed["documents"]
-            assert listed["total"] == listed["count"] == len(docs), name
-            assert libraries[name]["document_count"] == len(docs), name
-            assert libraries[name]["chunk_count"] == sum(d["chunk_count"] for d in docs), name
-            assert len({d["source"] for d in docs}) == len(docs), f"two versions live in {name}"
-            lost = acknowledged - {d["doc_id"] for d in docs}
-            assert not lost, f"acknowledged documents of {name} are gone: {lost}"
 
-        info = httpx.get(cluster.index + "/info", timeout=10).json()
-        total_chunks = sum(lib["chunk_count"] for lib in libraries.values())
-        assert info["chunks"] == total_chunks, "chunk rows without a document, or the reverse"
-        assert info["documents"] == sum(lib["document_count"] for lib in libraries.values())
+    def index_info() -> dict[str, Any]:
+        info: dict[str, Any] = httpx.get(cluster.index + "/info", timeout=10).json()
+        return info
 
-        docs = (await tools.call("list_documents", library=library, limit=1000))["documents"]
-        for doc in random.Random(library).sample(docs, min(sample, len(docs))):
-            full = await tools.call("get_document", doc_id=doc["doc_id"])
-            assert full["chunk_count"] == doc["chunk_count"] and full["content"].strip()
-            found = await tools.call(
-                "search",
-                query=full["content"][:300],
-                top_k=100,
-                filter={"doc_id": doc["doc_id"]},
-            )
-            hits = found["results"]
-            assert len(hits) == doc["chunk_count"], (doc["source"], len(hits))
-            assert {h["doc_id"] for h in hits} == {doc["doc_id"]}
-            assert len({h["chunk_index"] for h in hits}) == doc["chunk_count"]
+    await store_is_consistent(cluster.gateway, index_info, library, sample, acknowledged_by_library)
 
 
 def ingest_through_a_kill(

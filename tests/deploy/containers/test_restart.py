@@ -6,7 +6,6 @@ tests/e2e/test_crash_safety.py) so that the gateway's retries outlast the index'
 from __future__ import annotations
 
 import asyncio
-import random
 import time
 from pathlib import Path
 from typing import Any
@@ -14,42 +13,12 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.crash_checks import IngestInBackground, store_is_consistent
 from tests.deploy.containers.stack import BOOK, Stack, call, readable, wait
-from tests.folder_ingest import IngestInBackground
 from tests.mcp_client import sse_tools
 
 # The first test to run builds the base and service images (minutes on a machine without them).
 pytestmark = pytest.mark.timeout(2400)
-
-
-async def _check_store(stack: Stack, acknowledged: dict[str, set[str]], library: str) -> None:
-    """No document with missing chunks, counts right, nothing acknowledged lost."""
-    async with sse_tools(stack.gateway + "/sse") as tools:
-        libraries = {
-            lib["library"]: lib for lib in (await tools.call("list_libraries"))["libraries"]
-        }
-        for name, lib in libraries.items():
-            listed = await tools.call("list_documents", library=name, limit=1000)
-            docs = listed["documents"]
-            assert listed["total"] == listed["count"] == len(docs) == lib["document_count"], name
-            assert lib["chunk_count"] == sum(d["chunk_count"] for d in docs), name
-            assert len({d["source"] for d in docs}) == len(docs), f"two versions live in {name}"
-            lost = acknowledged.get(name, set()) - {d["doc_id"] for d in docs}
-            assert not lost, f"acknowledged documents of {name} are gone: {lost}"
-
-        info = stack.index_info()
-        assert info["chunks"] == sum(lib["chunk_count"] for lib in libraries.values())
-        assert info["documents"] == sum(lib["document_count"] for lib in libraries.values())
-
-        docs = (await tools.call("list_documents", library=library, limit=1000))["documents"]
-        for doc in random.Random(library).sample(docs, min(4, len(docs))):
-            full = await tools.call("get_document", doc_id=doc["doc_id"])
-            assert full["chunk_count"] == doc["chunk_count"] and full["content"].strip()
-            found = await tools.call(
-                "search", query=full["content"][:300], top_k=100, filter={"doc_id": doc["doc_id"]}
-            )
-            hits = found["results"]
-            assert len({h["chunk_index"] for h in hits}) == len(hits) == doc["chunk_count"]
 
 
 def _book_folder(folder: Path, files: int) -> Path:
@@ -113,7 +82,9 @@ def test_killing_the_index_mid_ingest_leaves_the_store_consistent(stack: Stack) 
     assert again["skipped"] >= len(acknowledged)
     assert again["skipped"] + again["indexed"] == files
     acknowledged |= {r["doc_id"] for r in again["results"]}
-    asyncio.run(_check_store(stack, {library: acknowledged}, library))
+    asyncio.run(
+        store_is_consistent(stack.gateway, stack.index_info, library, 4, {library: acknowledged})
+    )
 
 
 def test_the_data_survives_down_and_up(stack: Stack) -> None:
@@ -150,4 +121,5 @@ def test_the_data_survives_down_and_up(stack: Stack) -> None:
     assert ready.returncode == 0, f"{ready.stdout}\n{ready.stderr}\n{stack.compose.logs()}"
     after = asyncio.run(snapshot())
     assert after == before
-    asyncio.run(_check_store(stack, {"persist": {note["doc_id"]}}, "persist"))
+    persist = {"persist": {note["doc_id"]}}
+    asyncio.run(store_is_consistent(stack.gateway, stack.index_info, "persist", 4, persist))
