@@ -12,12 +12,11 @@ import lancedb
 import pyarrow as pa
 import pytest
 
-from libs.contracts import IndexSearchRequest
 from services.index.core import IndexCore
 from services.index.settings import IndexSettings
 from services.index.store import IndexStore
 from services.index.store.cjk import index_terms, query_terms
-from tests.index_helpers import upsert_request, write_old_store
+from tests.index_helpers import bm25, upsert_request, write_old_store
 
 pytestmark = pytest.mark.integration
 
@@ -28,10 +27,6 @@ TEXTS = {
     "en.md": "Giant pandas live in the bamboo forests of Sichuan province.",
     "mixed.md": "The Lanczos 法 method: 固有値 problems in Python.",
 }
-
-
-def bm25(text: str) -> IndexSearchRequest:
-    return IndexSearchRequest(query=text, mode="bm25", top_k=5)
 
 
 @pytest.fixture
@@ -66,17 +61,17 @@ async def test_words_inside_unspaced_text_are_found(
     core: IndexCore, query: str, source: str
 ) -> None:
     for _ in range(2):  # as written, then folded into the indexes
-        hits = (await core.search(bm25(query))).results
+        hits = (await core.search(bm25(query, top_k=5))).results
         assert hits and hits[0].source == source, (query, [h.source for h in hits])
         await core.optimize()
 
 
 async def test_a_query_mixing_scripts_asks_both_indexes(core: IndexCore) -> None:
-    hits = (await core.search(bm25("Lanczos 熊猫"))).results
+    hits = (await core.search(bm25("Lanczos 熊猫", top_k=5))).results
     assert {h.source for h in hits} == {"mixed.md", "zh.md"}
     # Text in no CJK script finds nothing through the pairs: English ranks as before.
-    assert [h.source for h in (await core.search(bm25("Sichuan"))).results] == ["en.md"]
-    assert (await core.search(bm25("猫犬"))).results == []
+    assert [h.source for h in (await core.search(bm25("Sichuan", top_k=5))).results] == ["en.md"]
+    assert (await core.search(bm25("猫犬", top_k=5))).results == []
 
 
 async def test_a_store_from_0_8_6_gets_the_terms_of_its_cjk_rows_on_open(tmp_path: Path) -> None:
@@ -96,7 +91,7 @@ async def test_a_store_from_0_8_6_gets_the_terms_of_its_cjk_rows_on_open(tmp_pat
             "second walrus": "",
             "熊猫是中国的国宝": index_terms("熊猫是中国的国宝"),
         }
-        hits = (await store.search(bm25("熊猫"))).results
+        hits = (await store.search(bm25("熊猫", top_k=5))).results
         assert [(h.doc_id, h.chunk_index) for h in hits] == [("old-doc", 2)]
     finally:
         store.close()

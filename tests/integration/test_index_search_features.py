@@ -21,7 +21,7 @@ from services.index.app import create_app
 from services.index.core import IndexCore
 from services.index.settings import IndexSettings
 from services.index.store import IndexStore
-from tests.index_helpers import unit_vectors, upsert_request, write_old_store
+from tests.index_helpers import settings_for, unit_vectors, upsert_request, write_old_store
 from tests.search_helpers import MODES, query
 
 pytestmark = pytest.mark.integration
@@ -213,7 +213,7 @@ async def test_a_window_whose_chunks_are_not_slices_joins_their_texts(core: Inde
 
 
 async def test_the_new_parameters_cross_the_wire(tmp_path: Path) -> None:
-    app = create_app(IndexSettings(lancedb_uri=str(tmp_path / "lancedb")))
+    app = create_app(settings_for(tmp_path))
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
         client = IndexClient("http://index", transport=transport, policy=RetryPolicy(attempts=1))
