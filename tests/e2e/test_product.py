@@ -23,6 +23,7 @@ from libs.contracts import TOOLS
 from tests.conftest import REPO, SHARED_FILES
 from tests.e2e.conftest import Cluster, ingest_shared
 from tests.mcp_client import sse_tools
+from tests.uploads import check_windows_upload
 
 pytestmark = pytest.mark.e2e
 
@@ -218,20 +219,7 @@ def test_dedup_replace_list_libraries_and_delete(
 
 
 def test_upload_with_a_windows_path(cluster: Cluster) -> None:
-    path = SHARED_FILES / "markitdown/test.docx"
-    response = httpx.post(
-        cluster.gateway + "/upload",
-        files={"file": ("C:\\Users\\alex\\Documents\\test.docx", path.read_bytes())},
-        data={"library": "uploads", "metadata": '{"author": "Alice"}'},
-        timeout=120,
-    )
-    assert response.status_code == 200, response.text
-    body = response.json()
-    assert body["status"] == "indexed" and body["source"] == "test.docx"
-    bad = httpx.post(
-        cluster.gateway + "/upload", files={"file": ("random.bin", b"\x00" * 10)}, timeout=30
-    )
-    assert bad.status_code == 422
+    check_windows_upload(cluster.gateway)
 
 
 def test_ingest_folder_and_url(cluster: Cluster, tmp_path: Path) -> None:

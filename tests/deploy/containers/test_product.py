@@ -22,6 +22,7 @@ from tests.deploy.containers.engine import SERVICES
 from tests.deploy.containers.stack import Stack, call, readable, wait
 from tests.git_server import WorkingCopy
 from tests.mcp_client import sse_tools
+from tests.uploads import check_windows_upload
 
 SCANNED = SHARED_FILES / "markitdown" / "MEDRPT-2024-PAT-3847_medical_report_scan.pdf"
 TOOLS = {tool.name for tool in CATALOG}  # the tool table the images' gateway publishes
@@ -129,27 +130,7 @@ def test_every_tool_over_mcp(stack: Stack) -> None:
 
 
 def test_upload_with_a_windows_file_name(stack: Stack) -> None:
-    path = SHARED_FILES / "markitdown" / "test.docx"
-    response = httpx.post(
-        stack.gateway + "/upload",
-        files={"file": ("C:\\Users\\alex\\Documents\\test.docx", path.read_bytes())},
-        data={"library": "uploads", "metadata": '{"author": "Alice"}'},
-        timeout=120,
-    )
-    assert response.status_code == 200, response.text
-    body = response.json()
-    assert body["status"] == "indexed" and body["source"] == "test.docx", body
-    again = httpx.post(
-        stack.gateway + "/upload",
-        files={"file": ("C:\\Users\\alex\\Documents\\test.docx", path.read_bytes())},
-        data={"library": "uploads"},
-        timeout=120,
-    )
-    assert again.json()["status"] == "skipped"
-    bad = httpx.post(
-        stack.gateway + "/upload", files={"file": ("random.bin", b"\x00" * 10)}, timeout=30
-    )
-    assert bad.status_code == 422
+    check_windows_upload(stack.gateway)
 
 
 def test_ingest_repo_clones_with_the_git_of_the_gateway_image(stack: Stack, tmp_path: Path) -> None:
