@@ -46,7 +46,7 @@ from lancedb.index import IndexConfig, IvfRq, IvfSq
 from lancedb.table import AsyncTable, Table
 
 from services.index.settings import IndexSettings
-from services.index.store import meta
+from services.index.store import lance, meta
 from services.index.store.schema import META
 from services.index.store.state import StoreState
 
@@ -83,8 +83,8 @@ async def _selectivity(state: StoreState, table: AsyncTable, version: int, where
     """Share of rows a filter keeps, counted once per table version and filter."""
     share = state.selectivity.get(version, where)
     if share is None:
-        total = max(await table.count_rows(), 1)
-        share = max(await table.count_rows(where), 1) / total
+        total = max(await lance.to_the_end(table.count_rows()), 1)
+        share = max(await lance.to_the_end(table.count_rows(where)), 1) / total
         state.selectivity.put(version, where, share)
     return share
 

@@ -25,7 +25,7 @@ from lancedb.table import AsyncTable
 
 from libs.contracts import SearchHit, SearchResult
 from libs.vectors import Matrix
-from services.index.store import cjk
+from services.index.store import cjk, lance
 from services.index.store.schema import CJK_TERMS
 
 Row = dict[str, Any]
@@ -90,7 +90,9 @@ async def _candidates(
     better), `where` applied before the search (prefilter)."""
     if where:
         query = query.where(where)
-    found = await query.select([*columns, score_column]).with_row_id().limit(depth).to_arrow()
+    found = await lance.to_the_end(
+        query.select([*columns, score_column]).with_row_id().limit(depth).to_arrow()
+    )
     rows: list[Row] = found.to_pylist()
     for row in rows:
         row["_leg_score"] = score(float(row.pop(score_column)))

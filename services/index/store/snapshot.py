@@ -36,18 +36,18 @@ async def in_one_version(
     event loop (the service's, or a test's)."""
     handle = lance.async_handle(table)
     for _ in range(READ_ATTEMPTS):
-        before = await handle.version()
+        before = await lance.to_the_end(handle.version())
         try:
             result = await read(handle, before)
         except Exception:
-            if await handle.version() == before:
+            if await lance.to_the_end(handle.version()) == before:
                 raise
             continue  # a write landed in the middle: the row ids read are void
-        if await handle.version() == before:
+        if await lance.to_the_end(handle.version()) == before:
             return result
 
     async def current() -> T:
-        return await read(handle, await handle.version())
+        return await read(handle, await lance.to_the_end(handle.version()))
 
     def locked() -> T:
         with state.write_lock:
