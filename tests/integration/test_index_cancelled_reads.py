@@ -5,7 +5,7 @@ its full-text leg, and an MCP request cancelled in the stdio server lets go of t
 search. LanceDB drops a call's Rust future when its Python future is cancelled; a full-text
 query dropped while Lance loads the table's full-text index (the first full-text search of
 a store in a process) left every later search of that process, and the next fold, waiting
-forever: on this machine, 7 such searches in 10 cancelled 0.6 to 1.5 ms in (lancedb 0.40,
+forever: on this machine, 6 such searches in 10 cancelled 0.6 to 1.5 ms in (lancedb 0.40,
 pylance 13; none once the index was loaded). The store now lets every LanceDB call run to
 its end."""
 

@@ -54,7 +54,7 @@ async def to_the_end(call: Awaitable[T]) -> T:
     Cancelling the Python side of a LanceDB call drops its Rust future wherever it is. A
     full-text query dropped while Lance loads the table's full-text index (the first one of
     a store in a process) left every later query of the table, and the next fold, waiting
-    forever: 7 in 10 cancelled 0.6 to 1.5 ms in (lancedb 0.40, pylance 13;
+    forever: 6 in 10 cancelled 0.6 to 1.5 ms in (lancedb 0.40, pylance 13;
     `tests/integration/test_index_cancelled_reads.py`). Every LanceDB call the store awaits
     goes through here."""
     future = asyncio.ensure_future(call)
