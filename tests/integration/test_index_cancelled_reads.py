@@ -1,4 +1,4 @@
-"""A read whose caller stops waiting does not leave the index stuck (`lance.to_the_end`).
+"""A read whose caller stops waiting does not leave the index stuck (`libs.tasks.to_the_end`).
 
 A search whose query vector fails (the embedder's error, a caller that went away) lets go of
 its full-text leg, and an MCP request cancelled in the stdio server lets go of the whole
@@ -12,8 +12,6 @@ its end."""
 from __future__ import annotations
 
 import asyncio
-import gc
-import logging
 from pathlib import Path
 
 import anyio
@@ -21,7 +19,7 @@ import pytest
 
 from libs.contracts import IndexSearchRequest
 from libs.vectors import encode
-from services.index.store import IndexStore, lance
+from services.index.store import IndexStore
 from tests.index_helpers import settings_for, unit_vectors, upsert_request
 
 pytestmark = pytest.mark.integration
@@ -31,12 +29,6 @@ VECTORS = unit_vectors(len(TEXTS), seed=5)
 # Where the first search of a store loads the full-text index on this machine, and around
 # it on a faster or slower one: a cancel at each of these delays after the search starts.
 DELAYS_MS = [0.3, 0.5, 0.7, 0.9, 1.1, 1.3, 1.6, 2.0, 2.5, 3.2, 4.0, 6.0]
-
-
-def ready(value: str) -> asyncio.Future[str]:
-    future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
-    future.set_result(value)
-    return future
 
 
 async def a_search_cancelled_after(store: IndexStore, delay_s: float) -> None:
@@ -67,46 +59,3 @@ async def test_a_search_let_go_of_on_a_cold_store_leaves_the_next_one_answered(
     # The fold after it (it loads the same index) ends too.
     with anyio.fail_after(60):
         await anyio.to_thread.run_sync(store.optimize)
-
-
-async def test_a_call_whose_caller_is_cancelled_runs_to_its_end(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    release, ended = asyncio.Event(), asyncio.Event()
-
-    async def call(fails: bool) -> str:
-        await release.wait()
-        ended.set()
-        if fails:
-            raise RuntimeError("the call's own failure")
-        return "done"
-
-    with caplog.at_level(logging.ERROR, logger="asyncio"):
-        for fails in (False, True):
-            release.clear()
-            ended.clear()
-            caller = asyncio.ensure_future(lance.to_the_end(call(fails)))
-            await asyncio.sleep(0)
-            caller.cancel()
-            with pytest.raises(asyncio.CancelledError):
-                await caller
-            assert not ended.is_set(), "the call stopped with its caller"
-            release.set()
-            with anyio.fail_after(5):
-                await ended.wait()
-            await asyncio.sleep(0)
-        gc.collect()
-    # The dropped failure is taken, not logged as never retrieved.
-    assert not [r for r in caplog.records if "never retrieved" in r.getMessage()]
-
-
-async def test_a_call_that_is_not_cancelled_gives_its_result_or_failure() -> None:
-    async def answer() -> int:
-        return 42
-
-    async def failure() -> int:
-        raise ValueError("bad filter")
-
-    assert await lance.to_the_end(answer()) == 42
-    with pytest.raises(ValueError, match="bad filter"):
-        await lance.to_the_end(failure())

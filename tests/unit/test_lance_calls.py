@@ -1,4 +1,4 @@
-"""Every LanceDB call the store awaits runs to its end (`services.index.store.lance.to_the_end`):
+"""Every LanceDB call the store awaits runs to its end (`libs.tasks.to_the_end`):
 a LanceDB future cancelled halfway can leave the index process stuck
 (tests/integration/test_index_cancelled_reads.py), so a read added later must not await one
 bare. Checked in the source, as a new read would not show it until a cancel hit it."""
@@ -31,7 +31,7 @@ STORE = Path(store_package.__file__).parent
 
 
 def bare_awaits(source: str) -> list[str]:
-    """`await x.<lance call>(...)` anywhere in `source`, not wrapped in `lance.to_the_end`."""
+    """`await x.<lance call>(...)` anywhere in `source`, not wrapped in `to_the_end`."""
     found = []
     for node in ast.walk(ast.parse(source)):
         if not isinstance(node, ast.Await):
@@ -50,7 +50,7 @@ def test_the_store_awaits_no_lancedb_call_bare() -> None:
         for path in sorted(STORE.glob("*.py"))
         if (bare := bare_awaits(path.read_text(encoding="utf-8")))
     }
-    assert not offenders, f"await these through lance.to_the_end(...): {offenders}"
+    assert not offenders, f"await these through libs.tasks.to_the_end(...): {offenders}"
 
 
 def test_the_check_sees_a_bare_await() -> None:
@@ -58,7 +58,7 @@ def test_the_check_sees_a_bare_await() -> None:
         "async def f(table):\n"
         "    n = await table.count_rows()\n"
         "    rows = (await table.query().limit(n).to_arrow()).to_pylist()\n"
-        "    return await lance.to_the_end(table.version())\n"
+        "    return await to_the_end(table.version())\n"
     )
     assert bare_awaits(source) == [
         "line 2: await ….count_rows()",

@@ -45,8 +45,9 @@ from collections.abc import Callable
 from lancedb.index import IndexConfig, IvfRq, IvfSq
 from lancedb.table import AsyncTable, Table
 
+from libs.tasks import to_the_end
 from services.index.settings import IndexSettings
-from services.index.store import lance, meta
+from services.index.store import meta
 from services.index.store.schema import META
 from services.index.store.state import StoreState
 
@@ -83,8 +84,8 @@ async def _selectivity(state: StoreState, table: AsyncTable, version: int, where
     """Share of rows a filter keeps, counted once per table version and filter."""
     share = state.selectivity.get(version, where)
     if share is None:
-        total = max(await lance.to_the_end(table.count_rows()), 1)
-        share = max(await lance.to_the_end(table.count_rows(where)), 1) / total
+        total = max(await to_the_end(table.count_rows()), 1)
+        share = max(await to_the_end(table.count_rows(where)), 1) / total
         state.selectivity.put(version, where, share)
     return share
 

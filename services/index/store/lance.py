@@ -1,6 +1,6 @@
 """The one place the store reaches inside LanceDB: the async handle of a sync table, the
-size of Lance's compute pool (`size_compute_pool`), and the rule that a LanceDB call once
-started runs to its end (`to_the_end`).
+size of Lance's compute pool (`size_compute_pool`), and why a LanceDB call once started runs
+to its end.
 
 The store writes through LanceDB's synchronous API (in worker threads, under its write lock)
 and reads through the asynchronous one (awaited on the service's loop, see `snapshot`). A
@@ -17,14 +17,20 @@ The public alternatives fall short (measured with lancedb 0.40, pinned in pyproj
   search makes five calls or more (version checks, two legs, the read of the picks);
 - moving every write to the async API would put the writer on the service's loop.
 If LanceDB renames the attribute, `async_handle` fails loudly and every search test fails.
+
+Every LanceDB call the store awaits goes through `libs.tasks.to_the_end`: a caller cancelled
+meanwhile (a search whose query vector failed, an MCP request cancelled in the stdio server)
+stops waiting, and the call finishes. Cancelling the Python side of a LanceDB call drops its
+Rust future wherever it is, and a full-text query dropped while Lance loads the table's
+full-text index (the first one of a store in a process) left every later query of the table,
+and the next fold, waiting forever: 6 in 10 cancelled 0.6 to 1.5 ms in (lancedb 0.40,
+pylance 13; `tests/integration/test_index_cancelled_reads.py`). A test reads the store's
+source for a bare await (`tests/unit/test_lance_calls.py`).
 """
 
 from __future__ import annotations
 
-import asyncio
 import os
-from collections.abc import Awaitable
-from typing import Any, TypeVar
 
 from lancedb.table import AsyncTable, Table
 
@@ -37,37 +43,6 @@ def async_handle(table: Table) -> AsyncTable:
     if not isinstance(handle, AsyncTable):
         raise TypeError(f"LanceDB's Table._table is a {type(handle).__name__}, not an AsyncTable")
     return handle
-
-
-T = TypeVar("T")
-
-# The calls whose callers stopped waiting, held until they end (asyncio keeps only weak
-# references to running tasks).
-_LEFT_RUNNING: set[asyncio.Future[Any]] = set()
-
-
-async def to_the_end(call: Awaitable[T]) -> T:
-    """`call`'s result. A caller cancelled meanwhile (a search whose query vector failed, an
-    MCP request cancelled in the stdio server) stops waiting at once, but the call goes on
-    until it ends, and its result or failure is dropped.
-
-    Cancelling the Python side of a LanceDB call drops its Rust future wherever it is. A
-    full-text query dropped while Lance loads the table's full-text index (the first one of
-    a store in a process) left every later query of the table, and the next fold, waiting
-    forever: 6 in 10 cancelled 0.6 to 1.5 ms in (lancedb 0.40, pylance 13;
-    `tests/integration/test_index_cancelled_reads.py`). Every LanceDB call the store awaits
-    goes through here."""
-    future = asyncio.ensure_future(call)
-    if not future.done():
-        _LEFT_RUNNING.add(future)
-        future.add_done_callback(_ended)
-    return await asyncio.shield(future)
-
-
-def _ended(future: asyncio.Future[Any]) -> None:
-    _LEFT_RUNNING.discard(future)
-    if not future.cancelled():
-        future.exception()  # taken: asyncio would log a dropped call's failure as unretrieved
 
 
 # Lance's own default for its compute pool reserves two cores for I/O and keeps at least one.

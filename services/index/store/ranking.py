@@ -24,8 +24,9 @@ from lancedb.query import (
 from lancedb.table import AsyncTable
 
 from libs.contracts import SearchHit, SearchResult
+from libs.tasks import to_the_end
 from libs.vectors import Matrix
-from services.index.store import cjk, lance
+from services.index.store import cjk
 from services.index.store.schema import CJK_TERMS
 
 Row = dict[str, Any]
@@ -90,7 +91,7 @@ async def _candidates(
     better), `where` applied before the search (prefilter)."""
     if where:
         query = query.where(where)
-    found = await lance.to_the_end(
+    found = await to_the_end(
         query.select([*columns, score_column]).with_row_id().limit(depth).to_arrow()
     )
     rows: list[Row] = found.to_pylist()

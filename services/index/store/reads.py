@@ -26,9 +26,10 @@ from libs.contracts import (
     encode_cursor,
 )
 from libs.tables import header_length
+from libs.tasks import to_the_end
 from services.index.errors import ChunkNotFound, DocumentNotFound
 from services.index.filters import equals, quote
-from services.index.store import lance, snapshot
+from services.index.store import snapshot
 from services.index.store.rows import document_chunk, document_info, load_metadata
 from services.index.store.schema import (
     BY_SOURCE,
@@ -189,12 +190,12 @@ async def list_documents(
     async def read(table: AsyncTable, version: int) -> ListDocumentsResult:
         # The sort, offset and limit run inside Lance (a top-k sort): only the page's
         # rows are materialised, however many documents the store holds.
-        total = await lance.to_the_end(table.count_rows(where))
+        total = await to_the_end(table.count_rows(where))
         if offset >= total:
             return ListDocumentsResult(documents=[], count=0, total=total)
         query = table.query().where(where).select(DOCUMENT_INFO_COLUMNS)
         page = query.order_by(NEWEST_FIRST).offset(offset).limit(limit)
-        rows = (await lance.to_the_end(page.to_arrow())).to_pylist()
+        rows = (await to_the_end(page.to_arrow())).to_pylist()
         infos = [document_info(row) for row in rows]
         return ListDocumentsResult(documents=infos, count=len(infos), total=total)
 
@@ -218,7 +219,7 @@ async def list_sources(
     async def read(table: AsyncTable, version: int) -> SourceList:
         # One more row than asked tells whether another page follows.
         query = table.query().where(where).select(SOURCE_COLUMNS).order_by(BY_SOURCE)
-        rows = (await lance.to_the_end(query.limit(limit + 1).to_arrow())).to_pylist()
+        rows = (await to_the_end(query.limit(limit + 1).to_arrow())).to_pylist()
         page = [
             SourceEntry(
                 source=row["source"],

@@ -23,7 +23,7 @@ from lancedb.table import AsyncTable, Table
 
 from libs.contracts import IndexSearchRequest, SearchResult
 from libs.errors import InvalidInputError
-from libs.tasks import abandon
+from libs.tasks import abandon, to_the_end
 from libs.vectors import Matrix, decode
 from services.index.errors import StoreModelMismatch
 from services.index.filters import compile_filter
@@ -165,7 +165,7 @@ async def materialize(
         # One row a document: its columns are cheap to read there, where the chunk rows'
         # are not when they repeat one value through a large data file (`filters.ZERO_AS_NULL`).
         found = lance.async_handle(state.documents).query().where(in_list("doc_id", missing))
-        fetched = await lance.to_the_end(found.select(HIT_DOCUMENT_ENTRY).to_arrow())
+        fetched = await to_the_end(found.select(HIT_DOCUMENT_ENTRY).to_arrow())
         documents.update(state.hit_documents.remember(fetched.to_pylist()))
     first_of: dict[str, int] = {}
     for row in rows:

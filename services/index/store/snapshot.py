@@ -20,6 +20,7 @@ import anyio.from_thread
 import anyio.to_thread
 from lancedb.table import AsyncTable, Table
 
+from libs.tasks import to_the_end
 from services.index.store import lance
 from services.index.store.state import StoreState
 
@@ -36,18 +37,18 @@ async def in_one_version(
     event loop (the service's, or a test's)."""
     handle = lance.async_handle(table)
     for _ in range(READ_ATTEMPTS):
-        before = await lance.to_the_end(handle.version())
+        before = await to_the_end(handle.version())
         try:
             result = await read(handle, before)
         except Exception:
-            if await lance.to_the_end(handle.version()) == before:
+            if await to_the_end(handle.version()) == before:
                 raise
             continue  # a write landed in the middle: the row ids read are void
-        if await lance.to_the_end(handle.version()) == before:
+        if await to_the_end(handle.version()) == before:
             return result
 
     async def current() -> T:
-        return await read(handle, await lance.to_the_end(handle.version()))
+        return await read(handle, await to_the_end(handle.version()))
 
     def locked() -> T:
         with state.write_lock:
