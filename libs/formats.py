@@ -132,7 +132,8 @@ CONVERTIBLE_EXTENSIONS = SCANNED_EXTENSIONS | frozenset(CODE_EXTENSIONS)
 # A file named without an extension (README, LICENSE, NOTES, a Unix user's notes) is read as
 # plain text. Folder scans and the sync client take one whose first `SNIFF_BYTES` read as
 # text (`unnamed_text`), except build files and scripts (a `#!` line), which are source code
-# and taken only when an `include` pattern names them, as code is.
+# and taken only when an `include` pattern names them, as code is. So is one compressed
+# (`changelog.gz`) whose decompressed first bytes read as text (`unnamed_inside`).
 SNIFF_BYTES = 4096
 BUILD_FILE_NAMES = frozenset(
     {"Makefile", "makefile", "GNUmakefile", "Dockerfile", "Containerfile", "Jenkinsfile",
@@ -164,6 +165,17 @@ def is_scanned(filename: str) -> bool:
         inner = extension_of(stem)  # an archive inside is not opened
         return inner == ".tar" or (inner not in ARCHIVES and is_scanned(stem))
     return ext in SCANNED_EXTENSIONS
+
+
+def unnamed_inside(name: str) -> str | None:
+    """The name of what a compressed file holds when that name has no extension
+    (`changelog` of `changelog.gz`, `NEWS` of `NEWS.bz2`: how Unix documentation ships),
+    else None. Scans take such a file when what it holds is text (`unnamed_text` of the
+    decompressed first bytes), as they take `changelog` itself."""
+    if extension_of(name) not in COMPRESSED_EXTENSIONS:
+        return None
+    inner = PurePath(name).stem
+    return None if extension_of(inner) or inner.startswith(".") else inner
 
 
 def looks_like_text(head: bytes) -> bool:

@@ -35,8 +35,9 @@ CODE_EXTENSIONS = frozenset(
 )  # fmt: skip
 
 # Files without an extension are taken when their first SNIFF_BYTES read as text, build
-# files and scripts only with an --include glob (libs.formats.unnamed_text; a test keeps the
-# two alike: this client runs standalone, without the server's packages).
+# files and scripts only with an --include glob, and so are compressed ones that hold such a
+# file (changelog.gz; libs.formats.unnamed_text and unnamed_inside; a test keeps the two
+# alike: this client runs standalone, without the server's packages).
 SNIFF_BYTES = 4096
 BUILD_FILE_NAMES = frozenset(
     {"Makefile", "makefile", "GNUmakefile", "Dockerfile", "Containerfile", "Jenkinsfile",
@@ -70,6 +71,15 @@ def is_unnamed_text(name: str, head: bytes, *, code: bool) -> bool:
     if sum(head.count(c) for c in (bytes([b]) for b in _CONTROLS)) * 100 > len(head):
         return False
     return code or (name not in BUILD_FILE_NAMES and not head.startswith(b"#!"))
+
+
+def unnamed_inside(name: str) -> str | None:
+    """The name a compressed file holds when it has no extension (`changelog` of
+    `changelog.gz`), else None: sent when what it holds is text (libs.formats.unnamed_inside)."""
+    if PurePath(name).suffix.lower() not in COMPRESSED_EXTENSIONS:
+        return None
+    inner = PurePath(name).stem
+    return None if PurePath(inner).suffix or inner.startswith(".") else inner
 
 
 def clean_prefix(prefix: str) -> str:

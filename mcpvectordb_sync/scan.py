@@ -3,18 +3,22 @@ read.
 
 Files with an extension the gateway converts are taken, source code only when an
 `--include` glob names it (`--include "*.py"`), and files without an extension whose first
-bytes are text (README, LICENSE; build files and scripts only with `--include`);
-`--include` globs (when given) must match and
-`--exclude` globs must not, each matched case-insensitively against the path relative to the
-folder (`/`-separated) and against the base name. Office's lock files (`~$report.docx`) are
-never taken. Symbolic links and junctions to folders are not followed (a loop cannot run
-forever; a link out of the folder is not synced). A subfolder that cannot be listed makes the
-scan incomplete, and an incomplete scan never leads to deletions.
+bytes are text (README, LICENSE, and compressed: changelog.gz; build files and scripts only
+with `--include`); `--include` globs (when given) must match and `--exclude` globs must not,
+each matched case-insensitively against the path relative to the folder (`/`-separated) and
+against the base name. Office's lock files (`~$report.docx`) are never taken. Symbolic links
+and junctions to folders are not followed (a loop cannot run forever; a link out of the
+folder is not synced). A subfolder that cannot be listed makes the scan incomplete, and an
+incomplete scan never leads to deletions.
 """
 
 from __future__ import annotations
 
+import bz2
 import fnmatch
+import gzip
+import io
+import lzma
 import os
 import stat
 from dataclasses import dataclass, field
@@ -28,6 +32,7 @@ from mcpvectordb_sync.paths import (
     is_unnamed_text,
     long_path,
     source_of,
+    unnamed_inside,
 )
 
 WINDOWS = os.name == "nt"
@@ -141,15 +146,26 @@ def scan(folder: str, prefix: str = "", filters: Filters | None = None) -> Scan:
 
 
 def _unnamed_text(entry: os.DirEntry[str], path: str, *, code: bool) -> bool:
-    """A file without an extension whose first bytes are text (`is_unnamed_text`)."""
-    if PurePath(entry.name).suffix or entry.name.startswith("."):
+    """A file without an extension whose first bytes are text (`is_unnamed_text`), or a
+    compressed one holding such a file (`changelog.gz`, its first bytes decompressed)."""
+    inner = unnamed_inside(entry.name)
+    if inner is None and (PurePath(entry.name).suffix or entry.name.startswith(".")):
         return False
     try:
-        with open(long_path(path, WINDOWS), "rb") as file:
+        with _opened(long_path(path, WINDOWS), compressed=inner is not None) as file:
             head = file.read(SNIFF_BYTES)
-    except OSError:
+    except (OSError, EOFError, lzma.LZMAError):
         return False
-    return is_unnamed_text(entry.name, head, code=code)
+    return is_unnamed_text(inner or entry.name, head, code=code)
+
+
+def _opened(path: str, *, compressed: bool) -> io.BufferedIOBase:
+    """The file at `path`, decompressing by its extension when `compressed`."""
+    if not compressed:
+        return open(path, "rb")
+    if path.lower().endswith(".gz"):
+        return gzip.open(path)
+    return bz2.open(path) if path.lower().endswith(".bz2") else lzma.open(path)
 
 
 def _is_link_to_folder(entry: os.DirEntry[str]) -> bool:

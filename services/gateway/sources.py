@@ -8,6 +8,10 @@ check is made on the resolved path.
 
 from __future__ import annotations
 
+import bz2
+import gzip
+import io
+import lzma
 import os
 import stat
 from collections.abc import Sequence
@@ -27,6 +31,7 @@ from libs.formats import (
     is_convertible,
     is_known,
     is_scanned,
+    unnamed_inside,
     unnamed_text,
 )
 from services.gateway.globs import walk
@@ -136,16 +141,28 @@ def scan_folder_root(folder: Path) -> None:
         raise FileAccessError(f"cannot look at {folder}: {exc.strerror or exc}") from exc
 
 
+def _decompressing(path: Path) -> io.BufferedIOBase:
+    """The compressed file at `path` opened to read what it holds, by its extension."""
+    ext = extension_of(path.name)
+    if ext == ".gz":
+        return gzip.open(path)
+    return bz2.open(path) if ext == ".bz2" else lzma.open(path)
+
+
 def is_unnamed_text(path: Path, *, code: bool) -> bool:
-    """Whether a scan takes the file at `path`, which has no extension, by its first bytes
-    (`libs.formats.unnamed_text`); not when it cannot be read (it is left out as a file of
-    an unknown type is)."""
-    try:
-        with path.open("rb") as file:
-            head = file.read(SNIFF_BYTES)
-    except OSError:
+    """Whether a scan takes the file at `path` by its first bytes: one without an extension
+    (`libs.formats.unnamed_text`), or a compressed one that holds such a file
+    (`changelog.gz`: its first bytes decompressed; `libs.formats.unnamed_inside`). Not when
+    it cannot be read or decompressed (it is left out as a file of an unknown type is)."""
+    inner = unnamed_inside(path.name)
+    if inner is None and extension_of(path.name):
         return False
-    return unnamed_text(path.name, head, code=code)
+    try:
+        with _decompressing(path) if inner else path.open("rb") as file:
+            head = file.read(SNIFF_BYTES)
+    except (OSError, EOFError, lzma.LZMAError):
+        return False
+    return unnamed_text(inner or path.name, head, code=code)
 
 
 def scan_folder(
@@ -157,9 +174,9 @@ def scan_folder(
     """The convertible files below `folder` (hidden names skipped), the known formats this
     build cannot convert, and the subfolders that could not be read (blocking: run it in a
     worker thread). Without `include`, every convertible format but source code is taken,
-    and files without an extension whose first bytes are text (`libs.formats.unnamed_text`);
-    with it, the convertible files it matches, code included (`globs`). `exclude` leaves
-    files and folders out."""
+    and files without an extension whose first bytes are text, compressed or not
+    (`is_unnamed_text`); with it, the convertible files it matches, code included (`globs`).
+    `exclude` leaves files and folders out."""
     scan_folder_root(folder)
     files: list[Path] = []
     ignored: list[Path] = []
@@ -179,11 +196,9 @@ def scan_folder(
     for _, entry in found:
         if not entry.is_file():
             continue
-        if is_convertible(entry.name) if include else is_scanned(entry.name):
+        named = is_convertible(entry.name) if include else is_scanned(entry.name)
+        if named or is_unnamed_text(entry, code=bool(include)):
             files.append(entry)
-        elif not extension_of(entry.name):
-            if is_unnamed_text(entry, code=bool(include)):
-                files.append(entry)
         elif is_known(entry.name):
             ignored.append(entry)
     files.sort()

@@ -5,6 +5,7 @@ the real MCP SDK client over SSE (and streamable HTTP), real files from shared/d
 from __future__ import annotations
 
 import asyncio
+import gzip
 import http.server
 import shutil
 import subprocess
@@ -228,6 +229,11 @@ def test_ingest_folder_and_url(cluster: Cluster, tmp_path: Path) -> None:
     shutil.copy(SHARED_FILES / "markitdown/test.json", folder / "a.json")
     shutil.copy(SHARED_FILES / "markitdown/test_rss.xml", folder / "sub" / "feed.xml")
     shutil.copy(SHARED_FILES / SCANNED, folder / "scan.pdf")
+    # Unix documentation's compressed text without an extension inside (changelog.gz) is
+    # taken; compressed binary data is not.
+    readme = (SHARED_FILES / "markitdown/markitdown-project-README.md").read_bytes()
+    (folder / "sub" / "changelog.gz").write_bytes(gzip.compress(readme))
+    (folder / "data.gz").write_bytes(gzip.compress(bytes(range(256)) * 16))
     response = httpx.post(
         cluster.gateway + "/ingest_folder",
         json={"folder": str(folder), "library": "folder", "max_concurrency": 2},
@@ -235,8 +241,18 @@ def test_ingest_folder_and_url(cluster: Cluster, tmp_path: Path) -> None:
     )
     assert response.status_code == 200, response.text
     body = response.json()
-    assert (body["total_files"], body["indexed"], body["failed"]) == (3, 2, 1)
+    assert (body["total_files"], body["indexed"], body["failed"]) == (4, 3, 1)
     assert body["errors"][0]["file"].endswith("scan.pdf")
+    assert body["ignored_files"] == [str(folder / "data.gz")]
+
+    async def search() -> dict[str, Any]:
+        async with sse_tools(cluster.gateway + "/sse") as tools:
+            return await tools.call(
+                "search", query="convert files to Markdown", library="folder", top_k=1
+            )
+
+    (hit,) = asyncio.run(search())["results"]
+    assert (hit["source"], hit["file_type"]) == (str(folder / "sub" / "changelog.gz"), "gz")
 
     served = tmp_path / "www"
     served.mkdir()

@@ -17,7 +17,7 @@ import tarfile
 import pytest
 
 from libs.errors import ConversionError, NoTextError, TooLargeError, UnsupportedFormatError
-from libs.formats import is_scanned
+from libs.formats import is_scanned, unnamed_inside
 from services.converter.archive import ArchiveLimits
 from services.converter.convert import DocumentConverter
 from tests.conftest import zip_bytes
@@ -101,6 +101,19 @@ def test_one_compressed_file_is_converted_under_its_own_name(
     assert "| 2 | Usk |" in document.markdown
     assert (document.title, document.file_type) == ("rivers", kind)
     assert is_scanned(f"rivers.csv.{kind}") and not is_scanned(f"syslog.2.{kind}")
+
+
+@pytest.mark.parametrize("kind", sorted(COMPRESS))
+def test_a_compressed_file_without_an_extension_inside_is_read_as_text(
+    converter: DocumentConverter, kind: str
+) -> None:
+    """Unix documentation's `changelog.gz`: plain text, as `changelog` is, and taken by
+    folder scans when it reads as text (`unnamed_inside`)."""
+    text = b"dpkg (1.21.22) bookworm; urgency=medium\n\n  * Otters now counted twice.\n"
+    document = converter.convert(COMPRESS[kind](text), f"changelog.{kind}")
+    assert "Otters now counted twice." in document.markdown
+    assert document.file_type == kind
+    assert unnamed_inside(f"changelog.{kind}") == "changelog"
 
 
 def test_what_a_compressed_file_cannot_be_is_said(converter: DocumentConverter) -> None:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import bz2
+import gzip
+import lzma
 import os
 from pathlib import Path
 
@@ -166,3 +169,25 @@ def test_a_folder_scan_takes_text_files_without_an_extension(tmp_path: Path) -> 
     assert found.ignored == []  # unknown types are not reported as known ones are
     named = scan_folder(tmp_path, True, include=["Makefile", "deploy", "program", "README"])
     assert sorted(p.name for p in named.files) == ["Makefile", "README", "deploy"]
+
+
+def test_a_folder_scan_takes_compressed_text_files_without_an_extension(tmp_path: Path) -> None:
+    """Unix documentation ships `changelog.gz` and `NEWS.bz2`: taken when what they hold reads
+    as text, as `changelog` is. Compressed binary data, corrupt data, a build file and a
+    rotated log (`syslog.2.gz`, an extension inside) are not; the known `.gz`, `.bz2` and
+    `.xz` among them are reported as ignored."""
+    (tmp_path / "changelog.gz").write_bytes(gzip.compress(b"dpkg (1.21.22) bookworm\n"))
+    (tmp_path / "NEWS.bz2").write_bytes(bz2.compress(b"Version 2: faster scans.\n"))
+    (tmp_path / "notes.xz").write_bytes(lzma.compress("Überlegungen\r\n".encode("latin-1")))
+    (tmp_path / "data.gz").write_bytes(gzip.compress(bytes(range(256)) * 4))
+    (tmp_path / "broken.gz").write_bytes(b"not gzip data at all")
+    (tmp_path / "Makefile.gz").write_bytes(gzip.compress(b"all:\n\tcc main.c\n"))
+    (tmp_path / "syslog.2.gz").write_bytes(gzip.compress(b"Nov 29 kernel: up\n"))
+    (tmp_path / ".hidden.gz").write_bytes(gzip.compress(b"secret\n"))
+    found = scan_folder(tmp_path, recursive=True)
+    assert sorted(p.name for p in found.files) == ["NEWS.bz2", "changelog.gz", "notes.xz"]
+    assert sorted(p.name for p in found.ignored) == [
+        "Makefile.gz", "broken.gz", "data.gz", "syslog.2.gz"
+    ]  # fmt: skip
+    named = scan_folder(tmp_path, True, include=["Makefile.gz"])
+    assert [p.name for p in named.files] == ["Makefile.gz"]

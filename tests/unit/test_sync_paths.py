@@ -4,6 +4,9 @@ and the folder scan on a real temporary folder."""
 
 from __future__ import annotations
 
+import bz2
+import gzip
+import lzma
 import os
 import unicodedata
 from pathlib import Path, PurePosixPath, PureWindowsPath
@@ -202,6 +205,39 @@ def test_scan_takes_text_files_without_an_extension(tmp_path: Path) -> None:
     assert [f.source for f in found.files] == ["LICENSE", "README", "notes", "report.txt"]
     named = scan(str(tmp_path), "", Filters(include=("Makefile", "deploy", "program")))
     assert [f.source for f in named.files] == ["Makefile", "deploy"]
+
+
+def test_scan_takes_compressed_text_files_without_an_extension(tmp_path: Path) -> None:
+    """As the gateway's folder scan: `changelog.gz` holding text is sent, compressed binary
+    or corrupt data and a build file (without `--include`) are not."""
+    _tree(
+        tmp_path,
+        {
+            "changelog.gz": gzip.compress(b"dpkg (1.21.22) bookworm\n"),
+            "NEWS.bz2": bz2.compress(b"Version 2: faster scans.\n"),
+            "notes.xz": lzma.compress("Überlegungen\r\n".encode("latin-1")),
+            "data.gz": gzip.compress(bytes(range(256)) * 4),
+            "broken.gz": b"not gzip data at all",
+            "Makefile.gz": gzip.compress(b"all:\n\tcc main.c\n"),
+            "syslog.2.gz": gzip.compress(b"Nov 29 kernel: up\n"),
+        },
+    )
+    found = scan(str(tmp_path))
+    assert [f.source for f in found.files] == ["NEWS.bz2", "changelog.gz", "notes.xz"]
+    assert found.ignored == 4
+    named = scan(str(tmp_path), "", Filters(include=("Makefile.gz",)))
+    assert [f.source for f in named.files] == ["Makefile.gz"]
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["changelog.gz", "NEWS.BZ2", "notes.xz", "syslog.2.gz", "a.txt.gz", ".envrc.gz", "gz",
+     "README", "x.tar.gz", "changelog.Debian.gz"],
+)  # fmt: skip
+def test_the_client_looks_inside_the_compressed_files_the_gateway_looks_inside(name: str) -> None:
+    from mcpvectordb_sync.paths import unnamed_inside
+
+    assert unnamed_inside(name) == formats.unnamed_inside(name)
 
 
 @pytest.mark.parametrize(
