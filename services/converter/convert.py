@@ -34,7 +34,7 @@ from markitdown import (
 
 from libs.errors import ConversionError, NoTextError
 from libs.formats import ARCHIVE_EXTENSIONS, OFFICE_VARIANTS
-from services.converter import ole, tarballs
+from services.converter import tarballs
 from services.converter.archive import ArchiveLimits, check_archive, is_zip
 from services.converter.charset import DEFAULT_LEGACY, MARKUP, read_text
 from services.converter.chunk import PageSpan, has_text
@@ -58,6 +58,7 @@ from services.converter.orgmode import org_markdown
 from services.converter.pages import joined_pages, page_spans
 from services.converter.pdf import extract_pdf, sensible_title
 from services.converter.powerpoint import ppt_markdown
+from services.converter.renamed import SUCCESSORS, real_format
 from services.converter.rtf import rtf_markdown
 from services.converter.subtitles import subtitles_markdown
 from services.converter.webpage import main_content
@@ -103,16 +104,12 @@ TEXT_READERS: dict[str, Callable[[str, str], tuple[str, str]]] = {
     ".srt": subtitles_markdown,
 }
 _SAVED_PAGES = (".mhtml", ".mht")  # a web page and its images in one MIME file (`mhtml`)
-# Legacy Office names over other contents: a renamed Office Open XML file, or a web page or
-# tab-separated text, which many web applications export as "Word" or "Excel" files.
-_ZIPPED = {".doc": ".docx", ".ppt": ".pptx", ".xls": ".xlsx"}
 _WEB_PAGES = (".html", ".htm")
 _PACKAGES = (".docx", ".pptx")  # read by markitdown, which leaves their titles (`ooxml`)
 # What markitdown is handed of a file (what its reader sees, less its table of contents),
 # and what is made of markitdown's Markdown after (Word's notes as Markdown footnotes).
 _PREPARE: dict[str, Callable[[bytes], bytes]] = {".docx": visible_docx, ".epub": book_body}
 _FINISH: dict[str, Callable[[str], str]] = {".docx": tidy_notes}
-_WEB_PAGE = re.compile(rb"^\s*(?:<!doctype html|<html|<head|<meta|<table)", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -151,8 +148,8 @@ class DocumentConverter:
         named = type_of(name)
         file_type = named.lstrip(".")
         ext = OFFICE_VARIANTS.get(named, named)  # a .docm read as a .docx, an .xlsm as...
-        if ext in _ZIPPED:
-            ext, route = _real_format(data, ext, route)  # file_type stays the name's
+        if ext in SUCCESSORS:
+            ext, route = real_format(data, ext, route)  # file_type stays the name's
         elif not extension_of(name) and is_zip(data):
             raise _binary(name, "a ZIP archive")  # an Office document or .zip, unnamed
         if route is Route.PDF:
@@ -359,20 +356,6 @@ class DocumentConverter:
             or first_heading(markdown)
             or _file_stem(name)
         )
-
-
-def _real_format(data: bytes, ext: str, route: Route) -> tuple[str, Route]:
-    """What a legacy Office file really holds when it is not in its binary format: its Office
-    Open XML successor renamed, a web page saved under its name, or (an `.xls`) delimited
-    text, read as a `.tsv` whose separator is found as a CSV's is (an RTF `.doc` is read by
-    `worddoc` itself)."""
-    if is_zip(data):
-        return _ZIPPED[ext], route
-    if ext != ".ppt" and _WEB_PAGE.match(data.lstrip(b"\xef\xbb\xbf")[:512]):
-        return ".html", Route.TEXT
-    if ext == ".xls" and not data.startswith(ole.MAGIC) and b"\x00" not in data[:4096]:
-        return ".tsv", Route.TEXT
-    return ext, route
 
 
 def _without_inline_data(text: str) -> str:

@@ -60,6 +60,48 @@ def test_a_doc_that_is_really_rtf_a_web_page_or_a_docx(
     assert "| Cuisson | 45 min | 150 °C |" in document.markdown
 
 
+# Confluence's "Export to Word" (and Word's "Single File Web Page" under a .doc name): a web
+# page saved as one MIME file, its HTML quoted-printable.
+CONFLUENCE_EXPORT = b"""Date: Sat, 28 Nov 2026 10:00:00 +0000 (UTC)\r
+Message-ID: <1795.1764324000000@wiki.example.org>\r
+Subject: Exported From Confluence\r
+MIME-Version: 1.0\r
+Content-Type: multipart/related; \r
+\tboundary="----=_Part_1795_1"\r
+\r
+------=_Part_1795_1\r
+Content-Type: text/html; charset=UTF-8\r
+Content-Transfer-Encoding: quoted-printable\r
+Content-Location: file:///C:/exported.html\r
+\r
+<html xmlns:o=3D"urn:schemas-microsoft-com:office:office" xmlns:w=3D"urn:schemas-micr=\r
+osoft-com:office:word"><head><title>Ferry runbook</title></head><body>\r
+<h1>Ferry runbook</h1><p>Restart the ticket machine before the first crossing=\r
+ at 06:40.</p><table><tr><th>Boat</th><th>Crew</th></tr><tr><td>Sk=C3=A1lholt</td>=\r
+<td>4</td></tr></table></body></html>\r
+------=_Part_1795_1--\r
+"""
+
+
+def test_a_doc_that_is_a_saved_web_page_or_plain_text(converter: DocumentConverter) -> None:
+    """Confluence's export to Word is a web page saved as one MIME file, read as an .mhtml
+    is (so is one under an .xls name); a .doc of plain text (old documentation's README.doc, which Word opens as text) is
+    read as a .txt, in the legacy encoding when not UTF-8."""
+    page = converter.convert(CONFLUENCE_EXPORT, "Ferry runbook.doc")
+    assert page.markdown.startswith("# Ferry runbook\n\nRestart the ticket machine")
+    assert "| Skálholt | 4 |" in page.markdown
+    assert (page.title, page.file_type) == ("Ferry runbook", "doc")
+    sheet = converter.convert(CONFLUENCE_EXPORT, "crews.xls")  # Excel's single-file page
+    assert "| Skálholt | 4 |" in sheet.markdown and sheet.file_type == "xls"
+    words = "Fahrplan der Fähre\r\n\r\nDie Fähre fährt täglich über den Fluß, um neun Uhr.\r\n"
+    plain = converter.convert(words.encode("cp1252"), "README.doc")
+    assert (
+        plain.markdown
+        == "Fahrplan der Fähre\n\nDie Fähre fährt täglich über den Fluß, um neun Uhr."
+    )
+    assert plain.file_type == "doc"
+
+
 def test_word_files_that_cannot_be_read_say_why(converter: DocumentConverter) -> None:
     with pytest.raises(ConversionError, match="password-protected; remove the password"):
         convert(converter, "encrypted.doc")
@@ -79,7 +121,7 @@ def test_word_files_that_cannot_be_read_say_why(converter: DocumentConverter) ->
             "x.doc",
         )
     with pytest.raises(ConversionError, match="not a Word 97-2003 document"):
-        converter.convert(b"plain words", "memo.doc")
+        converter.convert(b"\x89PNG\r\n\x1a\n" + bytes(range(256)), "memo.doc")
 
 
 def test_a_presentation_saved_by_powerpoint(converter: DocumentConverter) -> None:
