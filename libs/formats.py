@@ -105,8 +105,10 @@ CODE_EXTENSIONS = (
 # HTML body (a heading's link to itself left out), and ZIP archives. 8: 0.8.12, workbooks
 # (Excel and OpenDocument: hidden sheets left out; Excel's numbers in their cells' number
 # formats), and archives, ZIP and tar (which revision 7 missed: a tar archive's PDF or Word
-# members changed with it).
-CONVERTER_REVISION = 8
+# members changed with it). 9: 0.8.23, every type read through the text encoding detector
+# (a short note in a Western code page read as Big5 or another script's code page: "F鄣re"
+# for "Fähre"), and legacy Office names over plain text or a saved web page, and archives.
+CONVERTER_REVISION = 9
 _REVISION_3 = (".md", ".txt", ".csv", ".tsv", *TEXT_EXTENSIONS)
 _REVISION_4 = (".xlsx", ".xls", *CODE_EXTENSIONS)
 _REVISION_5 = (".html", ".htm", ".eml")
@@ -120,11 +122,17 @@ _REVISION_8 = (
     ".xlsx", ".xls", ".ods", ".fods", ".zip", *ARCHIVE_EXTENSIONS,
     *(v for v, read_as in OFFICE_VARIANTS.items() if read_as == ".xlsx"),
 )  # fmt: skip
+_REVISION_9 = (
+    ".md", ".txt", ".csv", ".tsv", ".html", ".htm", ".json", ".xml", ".ipynb", ".tex", ".ltx",
+    ".org", ".vtt", ".srt", ".doc", ".xls", ".zip", *TEXT_EXTENSIONS, *CODE_EXTENSIONS,
+    *ARCHIVE_EXTENSIONS,
+)  # fmt: skip
 CHANGED_AT: dict[str, int] = {
     "rtf": 2, "odt": 2, "ods": 2, "odp": 2,
     **{e.lstrip("."): 3 for e in _REVISION_3}, **{e.lstrip("."): 4 for e in _REVISION_4},
     **{e.lstrip("."): 5 for e in _REVISION_5}, **{e.lstrip("."): 6 for e in _REVISION_6},
     **{e.lstrip("."): 7 for e in _REVISION_7}, **{e.lstrip("."): 8 for e in _REVISION_8},
+    **{e.lstrip("."): 9 for e in _REVISION_9},
 }  # fmt: skip
 # What folder scans pick: every convertible format but source code.
 SCANNED_EXTENSIONS = KNOWN_EXTENSIONS - frozenset(UNAVAILABLE)

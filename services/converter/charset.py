@@ -18,7 +18,10 @@ as letters: a German list exported by Excel came out of the detector in the DOS 
 e.g. cp1257 for Lithuanian). Text the legacy encoding reads worse (Polish or Czech in
 Windows-1250, Russian in Windows-1251, Greek, Japanese) keeps the detector's pick. Measured
 on 21 short samples in 14 encodings (docs/architecture.md, "Text encodings"): 10 read right
-before this rule, 17 with it.
+before this rule, 17 with it. A note of a line or two gives the detector too little to
+score, and it read "Fähre" as Big5 "F鄣re": a pick that puts every letter of another script
+inside a word of ASCII letters loses to the legacy encoding when that reads them all as
+accented European letters (`_inside_latin_words`, `_accented_latin`).
 
 HTML and XML usually say what they are in: `<meta charset>`, the http-equiv Content-Type, the
 XML declaration. After a BOM and UTF-8, that declaration decides when the bytes decode in it,
@@ -29,6 +32,7 @@ pages the detector misreads then read right.
 from __future__ import annotations
 
 import re
+import unicodedata
 
 import charset_normalizer
 
@@ -52,6 +56,7 @@ _UTF8_SLIPS = 20
 # How close to the detector's first pick a candidate must score to count as a tie.
 _CHAOS_TIE = 0.01
 _COHERENCE_TIE = 0.02
+_WORD = re.compile(r"[^\W\d_]+")  # a run of letters
 
 
 def detect_charset(data: bytes, legacy: str = DEFAULT_LEGACY, *, markup: bool = False) -> str:
@@ -70,6 +75,8 @@ def detect_charset(data: bytes, legacy: str = DEFAULT_LEGACY, *, markup: bool = 
     if not candidates:
         return legacy if decodes(data, legacy) else "latin-1"
     first = candidates[0]
+    if _inside_latin_words(str(first)) and _accented_latin(data, legacy):
+        return legacy  # Latin-script text, read in another script's code page
     # The detector lists once each reading that several code pages give alike.
     match = next((m for m in candidates if legacy in map(canonical, m.could_be_from_charset)), None)
     if match is not None and match.chaos <= first.chaos + _CHAOS_TIE:
@@ -78,6 +85,30 @@ def detect_charset(data: bytes, legacy: str = DEFAULT_LEGACY, *, markup: bool = 
         if _letters(str(match)) > _letters(str(first)):
             return legacy
     return canonical(first.encoding)
+
+
+def _inside_latin_words(text: str) -> bool:
+    """Whether every letter of `text` outside the Latin script sits in a word with ASCII
+    letters: how Latin-script text with a few accented letters reads in a code page of
+    another script ("Fähre" as "F鄣re" in Big5, "Smörgåsbord" as "Sm顤g廛bord", "Hyvää"
+    as "Hyvﻛﻛ" in the Urdu code page 1006), where text written in that script has words of
+    its own. On a short note the detector's scores cannot tell the two apart."""
+    foreign = [w for w in _WORD.findall(text) if any(not _latin(c) for c in w)]
+    return bool(foreign) and all(any(c.isascii() for c in w) for w in foreign)
+
+
+def _accented_latin(data: bytes, codec: str) -> bool:
+    """Whether `data` reads in `codec` as Latin-script text whose every letter beyond ASCII is
+    an accented European one (U+00C0 to U+017F: "ä", "ñ", "ø", "ł"), as Western and Central
+    European text does; Japanese in Shift JIS read as Windows-1252 gives "ƒ" and "‚"."""
+    if not decodes(data, codec):
+        return False
+    high = [c for c in data.decode(codec) if not c.isascii() and c.isalpha()]
+    return bool(high) and all("\u00c0" <= c <= "\u017f" for c in high)
+
+
+def _latin(letter: str) -> bool:
+    return letter.isascii() or unicodedata.name(letter, "").startswith("LATIN")
 
 
 def _letters(text: str) -> float:

@@ -85,8 +85,8 @@ osoft-com:office:word"><head><title>Ferry runbook</title></head><body>\r
 
 def test_a_doc_that_is_a_saved_web_page_or_plain_text(converter: DocumentConverter) -> None:
     """Confluence's export to Word is a web page saved as one MIME file, read as an .mhtml
-    is (so is one under an .xls name); a .doc of plain text (old documentation's README.doc, which Word opens as text) is
-    read as a .txt, in the legacy encoding when not UTF-8."""
+    is (so is one under an .xls name); a .doc of plain text (old documentation's README.doc,
+    which Word opens as text) is read as a .txt, in the legacy encoding when not UTF-8."""
     page = converter.convert(CONFLUENCE_EXPORT, "Ferry runbook.doc")
     assert page.markdown.startswith("# Ferry runbook\n\nRestart the ticket machine")
     assert "| Skálholt | 4 |" in page.markdown

@@ -48,6 +48,33 @@ def test_text_in_other_code_pages_keeps_the_detectors_pick(encoding: str, text: 
     assert data.decode(detect_charset(data)) == text
 
 
+# Notes of a line or two, whose few accented letters the detector read as Big5, Big5-HKSCS
+# or the Urdu code page 1006 ("F鄣re", "S緌 Paulo", "Hyvﻛﻛ") until 0.8.23.
+SHORT_WESTERN = [
+    "Fahrplan der Fähre\r\n\r\nAbfahrt um neun Uhr.\r\n",
+    "Año nuevo\n",
+    "Smörgåsbord\n",
+    "Hyvää päivää\n",
+    "Élan vital\n",
+    "São Paulo\n",
+    "Kaffee für zwei\n",
+]
+# Japanese whose words join ASCII letters, as product names do, keeps the detector's pick.
+SHORT_JAPANESE = ["Tシャツ\n", "ABCテスト\n", "東京タワー\n"]
+
+
+@pytest.mark.parametrize("text", SHORT_WESTERN)
+def test_a_short_western_note_is_not_read_in_another_scripts_code_page(text: str) -> None:
+    data = text.encode("cp1252")
+    assert data.decode(detect_charset(data)) == text
+
+
+@pytest.mark.parametrize("text", SHORT_JAPANESE)
+def test_short_japanese_with_latin_letters_stays_japanese(text: str) -> None:
+    data = text.encode("cp932")
+    assert data.decode(detect_charset(data)) == text
+
+
 def test_the_legacy_encoding_is_the_deployments_choice() -> None:
     lithuanian = "Ąžuolas, ėglė ir šermukšnis auga Lietuvoje.\n"
     data = lithuanian.encode("cp1257")
