@@ -46,6 +46,9 @@ from services.gateway.folders import FolderHooks
 
 log = logging.getLogger(__name__)
 
+# How long a starting gateway waits for the index before resuming jobs (`_index_ready`).
+INDEX_START_GRACE_S = 60.0
+
 RunFolder = Callable[[IngestFolderInput, FolderHooks], Awaitable[FolderIngestResult]]
 RunRepo = Callable[[IngestRepoInput, FolderHooks], Awaitable[FolderIngestResult]]
 
@@ -94,6 +97,7 @@ class Jobs:
         self._workers += [asyncio.create_task(self._work()) for _ in range(self.concurrency - 1)]
 
     async def _resume_then_work(self) -> None:
+        await self._index_ready()
         wait = 0.5
         while True:
             try:
@@ -104,6 +108,21 @@ class Jobs:
                 await asyncio.sleep(wait)
                 wait = min(wait * 2, 10.0)
         await self._work()
+
+    async def _index_ready(self) -> None:
+        """Wait, quietly, up to a minute (`INDEX_START_GRACE_S`) for the index to be ready:
+        started beside the gateway (`make up`, compose, k3s) it opens its store for a few
+        seconds, and resuming at once logged each failed call as an error. Past the grace,
+        resuming tries anyway and says why it cannot."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + INDEX_START_GRACE_S
+        wait = 0.1
+        while loop.time() < deadline:
+            ok, _ = await self.index.ready()
+            if ok:
+                return
+            await asyncio.sleep(wait)
+            wait = min(wait * 2, 2.0)
 
     async def _resume(self) -> None:
         for status in ("running", "queued"):
