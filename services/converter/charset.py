@@ -20,8 +20,9 @@ Windows-1250, Russian in Windows-1251, Greek, Japanese) keeps the detector's pic
 on 21 short samples in 14 encodings (docs/architecture.md, "Text encodings"): 10 read right
 before this rule, 17 with it. A note of a line or two gives the detector too little to
 score, and it read "Fähre" as Big5 "F鄣re": a pick that puts every letter of another script
-inside a word of ASCII letters loses to the legacy encoding when that reads them all as
-accented European letters (`_inside_latin_words`, `_accented_latin`).
+inside a word of ASCII letters, one at a time in a code page of two bytes a character, loses
+to the legacy encoding when that reads them all as accented European letters
+(`_misread_latin`, `_accented_latin`).
 
 HTML and XML usually say what they are in: `<meta charset>`, the http-equiv Content-Type, the
 XML declaration. After a BOM and UTF-8, that declaration decides when the bytes decode in it,
@@ -57,6 +58,7 @@ _UTF8_SLIPS = 20
 _CHAOS_TIE = 0.01
 _COHERENCE_TIE = 0.02
 _WORD = re.compile(r"[^\W\d_]+")  # a run of letters
+_FOREIGN_RUN = re.compile(r"[^\W\d_A-Za-z\u00c0-\u017f]+")  # letters outside Latin ones
 
 
 def detect_charset(data: bytes, legacy: str = DEFAULT_LEGACY, *, markup: bool = False) -> str:
@@ -75,7 +77,7 @@ def detect_charset(data: bytes, legacy: str = DEFAULT_LEGACY, *, markup: bool = 
     if not candidates:
         return legacy if decodes(data, legacy) else "latin-1"
     first = candidates[0]
-    if _inside_latin_words(str(first)) and _accented_latin(data, legacy):
+    if _misread_latin(data, str(first)) and _accented_latin(data, legacy):
         return legacy  # Latin-script text, read in another script's code page
     # The detector lists once each reading that several code pages give alike.
     match = next((m for m in candidates if legacy in map(canonical, m.could_be_from_charset)), None)
@@ -95,6 +97,20 @@ def _inside_latin_words(text: str) -> bool:
     its own. On a short note the detector's scores cannot tell the two apart."""
     foreign = [w for w in _WORD.findall(text) if any(not _latin(c) for c in w)]
     return bool(foreign) and all(any(c.isascii() for c in w) for w in foreign)
+
+
+def _misread_latin(data: bytes, text: str) -> bool:
+    """Whether `text`, the detector's reading of `data`, is Latin-script text read in another
+    script's code page (`_inside_latin_words`). A code page of two bytes a character makes one
+    character of an accented letter and the ASCII letter after it, so each such character
+    stands alone between ASCII letters ("F鄣re"); Chinese, Japanese or Korean joined to a
+    Latin word runs for several ("使用Python编写程序", "Pythonの使い方"), and keeps its pick."""
+    if not _inside_latin_words(text):
+        return False
+    if len(text) == len(data):  # one byte a character
+        return True
+    runs = _FOREIGN_RUN.findall(text)
+    return all(len(run) == 1 for run in runs)
 
 
 def _accented_latin(data: bytes, codec: str) -> bool:

@@ -59,8 +59,18 @@ SHORT_WESTERN = [
     "São Paulo\n",
     "Kaffee für zwei\n",
 ]
-# Japanese whose words join ASCII letters, as product names do, keeps the detector's pick.
-SHORT_JAPANESE = ["Tシャツ\n", "ABCテスト\n", "東京タワー\n"]
+# Chinese, Japanese and Korean joined to Latin words, as product and tool names are, keep
+# the detector's pick (each read right before 0.8.23, and three of them wrong in its first
+# version of the rule above).
+SHORT_CJK = [
+    ("gb2312", "使用Python编写程序\n"),
+    ("big5", "使用Python程式\n"),
+    ("cp932", "Pythonの使い方\n"),
+    ("cp932", "iPhoneを買いました。\n"),
+    ("cp932", "Tシャツ\n"),
+    ("cp932", "ABCテスト\n"),
+    ("euc-kr", "Docker컨테이너\n"),
+]
 
 
 @pytest.mark.parametrize("text", SHORT_WESTERN)
@@ -69,9 +79,9 @@ def test_a_short_western_note_is_not_read_in_another_scripts_code_page(text: str
     assert data.decode(detect_charset(data)) == text
 
 
-@pytest.mark.parametrize("text", SHORT_JAPANESE)
-def test_short_japanese_with_latin_letters_stays_japanese(text: str) -> None:
-    data = text.encode("cp932")
+@pytest.mark.parametrize(("encoding", "text"), SHORT_CJK)
+def test_short_cjk_joined_to_latin_words_keeps_the_detectors_pick(encoding: str, text: str) -> None:
+    data = text.encode(encoding)
     assert data.decode(detect_charset(data)) == text
 
 
