@@ -1,12 +1,13 @@
 """What a file under a legacy Office name (`.doc`, `.ppt`, `.xls`) really holds when it is not
 in its binary format, so it is read as what it is; its file type stays the name's.
 
-Such names cover more than Word 97-2003 files. People rename `.docx` files; WordPad saves RTF
-(read by `worddoc` itself); many web applications export "Word" and "Excel" files that are a
-web page or tab-separated text; Confluence's export to Word, and Word's own "Single File Web
-Page", are a web page saved as one MIME file, as an `.mhtml` is; and older documentation
-ships plain text as `.doc` (`README.doc`), which Word opens as text. A file that is none of
-these is left to its format's reader, which refuses it with what to do instead.
+Such names cover more than Word 97-2003 files. People rename `.docx` files; many web
+applications export "Word" and "Excel" files that are a web page or tab-separated text;
+Confluence's export to Word, and Word's own "Single File Web Page", are a web page saved as
+one MIME file, as an `.mhtml` is; WordPad saves RTF under a `.doc` name; and older
+documentation ships plain text as `.doc` (`README.doc`), which Word opens as text. A file
+that is none of these is left to its format's reader, which refuses it with what to do
+instead.
 """
 
 from __future__ import annotations
@@ -30,19 +31,22 @@ def real_format(data: bytes, ext: str, route: Route) -> tuple[str, Route]:
     """The extension and route to read `data`, named with the legacy Office extension `ext`,
     by: its successor's when it is a ZIP package, `.html` for a web page, `.mhtml` for a web
     page saved as one MIME file (not for `.ppt`), `.tsv` for an `.xls` of delimited text (its
-    separator found as a CSV's is) and `.txt` for a `.doc` of plain text; else its own."""
+    separator found as a CSV's is), and for a `.doc`, `.rtf` for RTF and `.txt` for plain
+    text; else its own."""
     if is_zip(data):
         return SUCCESSORS[ext], route
     if ext == ".ppt" or data.startswith(ole.MAGIC):
         return ext, route
-    if _WEB_PAGE.match(data.lstrip(b"\xef\xbb\xbf")[:512]):
+    head = data.lstrip(b"\xef\xbb\xbf")[:SNIFF_BYTES]
+    if _WEB_PAGE.match(head[:512]):
         return ".html", Route.TEXT
     if saved_page(data):
         return ".mhtml", ROUTES[".mhtml"]
     if ext == ".xls" and b"\x00" not in data[:SNIFF_BYTES]:
         return ".tsv", Route.TEXT
-    rtf = data.lstrip()[:5] == b"{\\rtf"
-    if ext == ".doc" and not rtf and looks_like_text(data.lstrip(b"\xef\xbb\xbf")[:SNIFF_BYTES]):
+    if ext == ".doc" and data.lstrip()[:5] == b"{\\rtf":
+        return ".rtf", ROUTES[".rtf"]
+    if ext == ".doc" and looks_like_text(head):
         return ".txt", Route.TEXT
     return ext, route
 

@@ -14,8 +14,9 @@
 
 Headers, footers, comments, pictures and drawings are left out, and so is text formatted
 hidden or deleted with tracked changes (`wordbinary`). A `.doc` that is really RTF
-(WordPad) is read as RTF; a password-protected file, the Word 6/95 format and a damaged file
-are refused with what to do instead.
+(WordPad), a web page or plain text never reaches this module (`renamed`); a
+password-protected file, the Word 6/95 format and a damaged file are refused with what to do
+instead.
 """
 
 from __future__ import annotations
@@ -30,7 +31,6 @@ import olefile
 from libs.errors import ConversionError
 from services.converter.blocks import Blocks
 from services.converter.ole import MAGIC, summary_title
-from services.converter.rtf import rtf_markdown
 from services.converter.wordbinary import (
     BULLET_FORMAT,
     NO_NUMBER_FORMAT,
@@ -48,8 +48,6 @@ _FIELD_CODE = re.compile(r"\x13[^\x13\x14\x15]*\x14|\x13[^\x13\x14\x15]*\x15")
 
 def word_markdown(data: bytes, name: str) -> tuple[str, str]:
     """The Markdown of the Word 97-2003 document `data` and its title ('' when it has none)."""
-    if data.lstrip()[:5] == b"{\\rtf":
-        return rtf_markdown(data, name)
     if not data.startswith(MAGIC):
         raise ConversionError(
             f"could not convert '{name}': it is not a Word 97-2003 document (no OLE compound "
