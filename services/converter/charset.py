@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from itertools import groupby
 
 import charset_normalizer
 
@@ -58,7 +59,6 @@ _UTF8_SLIPS = 20
 _CHAOS_TIE = 0.01
 _COHERENCE_TIE = 0.02
 _WORD = re.compile(r"[^\W\d_]+")  # a run of letters
-_FOREIGN_RUN = re.compile(r"[^\W\d_A-Za-z\u00c0-\u017f]+")  # letters outside Latin ones
 
 
 def detect_charset(data: bytes, legacy: str = DEFAULT_LEGACY, *, markup: bool = False) -> str:
@@ -89,28 +89,22 @@ def detect_charset(data: bytes, legacy: str = DEFAULT_LEGACY, *, markup: bool = 
     return canonical(first.encoding)
 
 
-def _inside_latin_words(text: str) -> bool:
-    """Whether every letter of `text` outside the Latin script sits in a word with ASCII
-    letters: how Latin-script text with a few accented letters reads in a code page of
-    another script ("Fähre" as "F鄣re" in Big5, "Smörgåsbord" as "Sm顤g廛bord", "Hyvää"
-    as "Hyvﻛﻛ" in the Urdu code page 1006), where text written in that script has words of
-    its own. On a short note the detector's scores cannot tell the two apart."""
-    foreign = [w for w in _WORD.findall(text) if any(not _latin(c) for c in w)]
-    return bool(foreign) and all(any(c.isascii() for c in w) for w in foreign)
-
-
 def _misread_latin(data: bytes, text: str) -> bool:
     """Whether `text`, the detector's reading of `data`, is Latin-script text read in another
-    script's code page (`_inside_latin_words`). A code page of two bytes a character makes one
-    character of an accented letter and the ASCII letter after it, so each such character
-    stands alone between ASCII letters ("F鄣re"); Chinese, Japanese or Korean joined to a
-    Latin word runs for several ("使用Python编写程序", "Pythonの使い方"), and keeps its pick."""
-    if not _inside_latin_words(text):
+    script's code page: every letter outside the Latin script sits in a word with ASCII
+    letters ("Fähre" as "F鄣re" in Big5, "Smörgåsbord" as "Sm顤g廛bord", "Hyvää" as "Hyvﻛﻛ"
+    in the Urdu code page 1006), where text written in that script has words of its own. A
+    code page of two bytes a character makes one character of an accented letter and the
+    ASCII letter after it, so there each such character stands alone between Latin letters;
+    Chinese, Japanese or Korean joined to a Latin word runs for several ("使用Python编写程序",
+    "Pythonの使い方"), and keeps its pick."""
+    foreign = [w for w in _WORD.findall(text) if not all(map(_latin, w))]
+    if not foreign or not all(any(c.isascii() for c in w) for w in foreign):
         return False
     if len(text) == len(data):  # one byte a character
         return True
-    runs = _FOREIGN_RUN.findall(text)
-    return all(len(run) == 1 for run in runs)
+    runs = (len(list(run)) for w in foreign for latin, run in groupby(w, _latin) if not latin)
+    return all(length == 1 for length in runs)
 
 
 def _accented_latin(data: bytes, codec: str) -> bool:
