@@ -59,6 +59,9 @@ _UTF8_SLIPS = 20
 _CHAOS_TIE = 0.01
 _COHERENCE_TIE = 0.02
 _WORD = re.compile(r"[^\W\d_]+")  # a run of letters
+# Below U+0250 every letter is a Latin one but the ordinals and the micro sign.
+_BEYOND_0250 = re.compile("[^\u0000-\u024f]")
+_UNLATIN_BELOW_0250 = "\u00aa\u00b5\u00ba"
 
 
 def detect_charset(data: bytes, legacy: str = DEFAULT_LEGACY, *, markup: bool = False) -> str:
@@ -77,7 +80,8 @@ def detect_charset(data: bytes, legacy: str = DEFAULT_LEGACY, *, markup: bool = 
     if not candidates:
         return legacy if decodes(data, legacy) else "latin-1"
     first = candidates[0]
-    if _misread_latin(data, str(first)) and _accented_latin(data, legacy):
+    misread = canonical(first.encoding) != legacy and _misread_latin(data, str(first))
+    if misread and _accented_latin(data, legacy):
         return legacy  # Latin-script text, read in another script's code page
     # The detector lists once each reading that several code pages give alike.
     match = next((m for m in candidates if legacy in map(canonical, m.could_be_from_charset)), None)
@@ -98,8 +102,17 @@ def _misread_latin(data: bytes, text: str) -> bool:
     ASCII letter after it, so there each such character stands alone between Latin letters;
     Chinese, Japanese or Korean joined to a Latin word runs for several ("使用Python编写程序",
     "Pythonの使い方"), and keeps its pick."""
-    foreign = [w for w in _WORD.findall(text) if not all(map(_latin, w))]
-    if not foreign or not all(any(c.isascii() for c in w) for w in foreign):
+    if not _BEYOND_0250.search(text) and not any(c in text for c in _UNLATIN_BELOW_0250):
+        return False  # every letter is a Latin one (a Western text, looked at in C)
+    foreign = []
+    for found in _WORD.finditer(text):  # one at a time: a word of the script's own ends it
+        word = found.group()
+        if word.isascii() or all(map(_latin, word)):
+            continue
+        if not any(c.isascii() for c in word):
+            return False  # a word of that script's own: it is what it reads as
+        foreign.append(word)
+    if not foreign:
         return False
     if len(text) == len(data):  # one byte a character
         return True
