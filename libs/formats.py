@@ -175,6 +175,13 @@ def is_scanned(filename: str) -> bool:
     return ext in SCANNED_EXTENSIONS
 
 
+def is_office_lock(name: str) -> bool:
+    """Office's owner file beside a document open in Word, Excel or PowerPoint
+    (`~$report.docx`: a few bytes naming who has it open, not a document). Scans leave it
+    out, as the sync client does."""
+    return name.startswith("~$")
+
+
 def unnamed_inside(name: str) -> str | None:
     """The name of what a compressed file holds when that name has no extension
     (`changelog` of `changelog.gz`, `NEWS` of `NEWS.bz2`: how Unix documentation ships),

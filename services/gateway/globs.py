@@ -14,6 +14,8 @@ from collections.abc import Callable, Iterator, Sequence
 from fnmatch import fnmatchcase
 from pathlib import Path, PurePosixPath
 
+from libs.formats import is_office_lock
+
 
 def matches(path: str, patterns: Sequence[str]) -> bool:
     """Whether the relative `path` matches any of `patterns`."""
@@ -46,8 +48,8 @@ def walk(
     """(relative path, full path) of every entry below `root` that `include` matches (all
     when None) and `exclude` does not, folders in sorted order and names sorted in each;
     excluded folders are not entered. Without `hidden`, names starting with a dot are left
-    out, folders too. Blocking: for worker threads. What an entry is (a file, a link) is
-    for the caller to look at."""
+    out, folders too; Office's lock files (`formats.is_office_lock`) always are. Blocking:
+    for worker threads. What an entry is (a file, a link) is for the caller to look at."""
     for top, dirs, names in os.walk(root, onerror=onerror):
         here = Path(top).relative_to(root).as_posix()
         prefix = "" if here == "." else here + "/"
@@ -59,7 +61,7 @@ def walk(
         dirs[:] = sorted(kept) if recursive else []
         for name in sorted(names):
             relative = prefix + name
-            if not hidden and name.startswith("."):
+            if (not hidden and name.startswith(".")) or is_office_lock(name):
                 continue
             if matches(relative, exclude) or (
                 include is not None and not matches(relative, include)

@@ -94,6 +94,7 @@ def test_walk_keeps_documentation_and_leaves_out_the_rest(tmp_path: Path) -> Non
         "NEWS": "Version 2: faster.",  # a text file without an extension
         "Makefile": "all:\n\tcc main.c",  # a build file: code
         "bin/run": "#!/bin/sh\nexec main",  # a script: code
+        "docs/~$guide.docx": "\x05alice",  # Office's lock file, committed by mistake
     }
     for name, text in files.items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
@@ -106,7 +107,7 @@ def test_walk_keeps_documentation_and_leaves_out_the_rest(tmp_path: Path) -> Non
     found = walk(tmp_path, None, None, max_file_bytes=1000)
     assert found.files == ["NEWS", "README.md", "docs/conf.yaml", "docs/guide.rst"]
     assert sorted(found.ignored) == ["docs/big.txt", "docs/link.txt"]
-    only = walk(tmp_path, ["docs/**"], ["*.yaml"], max_file_bytes=10_000)
+    only = walk(tmp_path, ["docs/**"], ["*.yaml"], max_file_bytes=10_000)  # no lock file
     assert only.files == ["docs/big.txt", "docs/guide.rst"]
 
 

@@ -191,3 +191,17 @@ def test_a_folder_scan_takes_compressed_text_files_without_an_extension(tmp_path
     ]  # fmt: skip
     named = scan_folder(tmp_path, True, include=["Makefile.gz"])
     assert [p.name for p in named.files] == ["Makefile.gz"]
+
+
+def test_a_folder_scan_leaves_offices_lock_files_out(tmp_path: Path) -> None:
+    """While a document is open in Word, Excel or PowerPoint, a `~$` file of a few bytes
+    beside it names who has it open: never a document, whatever its extension, even when
+    `include` matches it (it would only fail to convert)."""
+    (tmp_path / "report.docx").write_bytes(b"PK\x03\x04")
+    owner = b"\x05alice" + b" " * 48 + "\x05alice".encode("utf-16-le")
+    (tmp_path / "~$report.docx").write_bytes(owner)
+    (tmp_path / "~$dget.xlsx").write_bytes(owner)
+    assert [p.name for p in scan_folder(tmp_path, True).files] == ["report.docx"]
+    named = scan_folder(tmp_path, True, include=["*.docx", "*.xlsx"])
+    assert [p.name for p in named.files] == ["report.docx"]
+    assert named.ignored == []

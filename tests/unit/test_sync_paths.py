@@ -30,6 +30,9 @@ def test_the_client_sends_what_the_gateway_converts() -> None:
     assert frozenset(SUPPORTED_EXTENSIONS) == SCANNED_EXTENSIONS
     assert frozenset(formats.CODE_EXTENSIONS) == CODE_EXTENSIONS
     assert SCANNED_EXTENSIONS | CODE_EXTENSIONS == formats.CONVERTIBLE_EXTENSIONS
+    for name in ("~$report.docx", "~$dget.xlsx", "report.docx", "a~$b.docx", "$report.docx"):
+        wanted = Filters().wants(f"folder/{name}")
+        assert wanted is not formats.is_office_lock(name), name  # the same lock files
 
 
 @pytest.mark.parametrize(
