@@ -1,8 +1,8 @@
 """`make up` / `make down` / `make status`: the four services as background processes on
 127.0.0.1, logs and pid files under ./var, no Docker needed.
 
-`up` starts what is not already running, waits until every `/readyz` answers 200 and prints
-the MCP URLs; `down` stops them (SIGTERM, then SIGKILL after a grace period).
+`up` starts what is not already running (nothing, when another program holds a port one of
+them needs), waits until every `/readyz` answers 200 and prints the MCP URLs; `down` stops them (SIGTERM, then SIGKILL after a grace period).
 
 With `INDEX_READERS=N` (default 0), `up` also starts N index readers (`INDEX_ROLE=reader`) on
 ports `INDEX_PORT+1` ... `INDEX_PORT+N` over the same `LANCEDB_URI`, runs the index as their
@@ -115,6 +115,35 @@ def _ready(settings: CommonSettings, name: str) -> tuple[bool, str]:
     return response.status_code == 200, f"HTTP {response.status_code}"
 
 
+def _port_taken(host: str, port: int) -> str | None:
+    """Why `port` cannot be listened on at `host` (another program holds it), else None.
+    Bound as uvicorn binds (SO_REUSEADDR), so a port a stopped service left in TIME_WAIT is
+    free."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            return exc.strerror or str(exc)
+    return None
+
+
+def _ports_taken(settings: ClusterSettings, names: list[str]) -> list[str]:
+    """One line for each service of `names` to start whose port another program holds."""
+    taken = []
+    for name in names:
+        port = _port(settings, name)
+        why = _port_taken(settings.bind_host, port)
+        if why is not None:
+            variable = "INDEX_PORT" if name.startswith(READER) else f"{name.upper()}_PORT"
+            taken.append(
+                f"{name}: port {port} on {settings.bind_host} is held by another program "
+                f"({why}); {variable} sets it"
+            )
+    return taken
+
+
 def up(settings: ClusterSettings, wait_s: float) -> int:
     (settings.var_dir / "run").mkdir(parents=True, exist_ok=True)
     (settings.var_dir / "log").mkdir(parents=True, exist_ok=True)
@@ -126,6 +155,18 @@ def up(settings: ClusterSettings, wait_s: float) -> int:
     env["INDEX_URL"] = env.get("INDEX_URL", _url(settings, "index"))
     # The readers start before the gateway, which reads from them as soon as it is ready.
     names = [*SERVICES[:3], *_readers(settings), SERVICES[3]]
+    taken = _ports_taken(settings, [name for name in names if not _running_pid(settings, name)])
+    if taken:
+        # Before anything starts: a service that cannot listen would exit after loading, and
+        # leave the others running.
+        print("\n".join(taken), file=sys.stderr)
+        print(
+            "Another program listens there (another `make up` from another folder, or an "
+            "older copy): stop it, or give these services free ports, e.g. "
+            "`GATEWAY_PORT=8100 CONVERTER_PORT=8101 EMBEDDER_PORT=8102 INDEX_PORT=8103 make up`.",
+            file=sys.stderr,
+        )
+        return 1
     for name in names:
         if _running_pid(settings, name):
             print(f"{name}: already running")
