@@ -2,7 +2,8 @@
 127.0.0.1, logs and pid files under ./var, no Docker needed.
 
 `up` starts what is not already running (nothing, when another program holds a port one of
-them needs), waits until every `/readyz` answers 200 and prints the MCP URLs; `down` stops them (SIGTERM, then SIGKILL after a grace period).
+them needs), waits until every `/readyz` answers 200 and prints the MCP URLs; `down` stops
+them (SIGTERM, then SIGKILL after a grace period).
 
 With `INDEX_READERS=N` (default 0), `up` also starts N index readers (`INDEX_ROLE=reader`) on
 ports `INDEX_PORT+1` ... `INDEX_PORT+N` over the same `LANCEDB_URI`, runs the index as their
