@@ -1,7 +1,8 @@
 """BEIR-format datasets and the standard ranking metrics (nDCG@k, Recall@k, MRR@k).
 
 Layout: `corpus.jsonl` ({_id, title, text}), `queries.jsonl` ({_id, text}) and
-`qrels/test.tsv` (query-id, corpus-id, score, with a header line). Metrics follow the
+`qrels/<split>.tsv` (query-id, corpus-id, score, with a header line; `test`, or `dev` where a
+set has no test split). Metrics follow the
 definitions used by BEIR / trec_eval: graded gains, log2 discount, ideal ranking from qrels.
 """
 
@@ -20,7 +21,30 @@ class Dataset:
     qrels: dict[str, dict[str, int]]
 
 
+def splits(folder: Path) -> list[str]:
+    """The qrels splits `folder` has (`test`, `dev`, `train`: the files in `qrels/`)."""
+    return sorted(path.stem for path in (folder / "qrels").glob("*.tsv"))
+
+
+def default_split(folder: Path) -> str:
+    """`test` where the set has it, else `dev` (MS MARCO ships only that), else its one split."""
+    found = splits(folder)
+    for split in ("test", "dev"):
+        if split in found:
+            return split
+    if len(found) == 1:
+        return found[0]
+    raise ValueError(
+        f"{folder}/qrels has no test.tsv or dev.tsv ({', '.join(found) or 'no .tsv file'}); "
+        "choose one with --split"
+    )
+
+
 def load(folder: Path, split: str = "test") -> Dataset:
+    if split not in splits(folder):
+        raise ValueError(
+            f"{folder}/qrels has no {split}.tsv; its splits: {', '.join(splits(folder)) or 'none'}"
+        )
     corpus: dict[str, tuple[str, str]] = {}
     with (folder / "corpus.jsonl").open(encoding="utf-8") as handle:
         for line in handle:

@@ -48,7 +48,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.beir import Dataset, load, ndcg_at, recall_at
+from bench.beir import Dataset, default_split, load, ndcg_at, recall_at
 from bench.cli import command_line, write_json
 from bench.quality import as_markdown, subset
 from libs.contracts import ChunkRequest, ConvertResult, EmbedKind, ModelInfo
@@ -347,6 +347,9 @@ def main(argv: list[str] | None = None) -> int:
         help="MAX_TOKENS:OVERLAP_TOKENS (repeatable; the first is what the others are compared "
         "with; default 192:0 256:0 256:32 128:0)",
     )
+    parser.add_argument(
+        "--split", default=None, help="qrels split: test, dev, ... (default test, else dev)"
+    )
     parser.add_argument("--max-docs", type=int, default=None)
     parser.add_argument("--max-queries", type=int, default=None)
     parser.add_argument("--concurrency", type=int, default=8)
@@ -362,7 +365,14 @@ def main(argv: list[str] | None = None) -> int:
     if not (args.dataset / "corpus.jsonl").is_file():
         parser.error(f"{args.dataset} has no corpus.jsonl (BEIR layout expected)")
     settings = args.setting or [(192, 0), (256, 0), (256, 32), (128, 0)]
-    ds = subset(load(args.dataset), args.max_docs, args.max_queries)
+    try:
+        ds = subset(
+            load(args.dataset, args.split or default_split(args.dataset)),
+            args.max_docs,
+            args.max_queries,
+        )
+    except ValueError as exc:
+        parser.error(str(exc))
     with tempfile.TemporaryDirectory(prefix="mvdb-chunking-") as tmp:
         os.environ.setdefault("VAR_DIR", str(Path(tmp) / "var"))
         os.environ.setdefault("HF_HUB_OFFLINE", "1")

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.beir import Dataset, load, mrr_at, ndcg_at, recall_at
+from bench.beir import Dataset, default_split, load, mrr_at, ndcg_at, recall_at
 
 MODES = ("bm25", "vector", "hybrid")
 LIBRARY = "beir"
@@ -134,6 +134,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "dataset", type=Path, help="BEIR folder: corpus.jsonl, queries.jsonl, qrels/"
     )
+    parser.add_argument(
+        "--split", default=None, help="qrels split: test, dev, ... (default test, else dev)"
+    )
     parser.add_argument("--max-docs", type=int, default=None)
     parser.add_argument("--max-queries", type=int, default=None)
     parser.add_argument("--concurrency", type=int, default=8)
@@ -146,7 +149,14 @@ def main(argv: list[str] | None = None) -> int:
     os.environ["LANCEDB_URI"] = str(workdir / "lancedb")
     os.environ.setdefault("VAR_DIR", str(workdir / "var"))
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    ds = subset(load(args.dataset), args.max_docs, args.max_queries)
+    try:
+        ds = subset(
+            load(args.dataset, args.split or default_split(args.dataset)),
+            args.max_docs,
+            args.max_queries,
+        )
+    except ValueError as exc:
+        parser.error(str(exc))
     report = asyncio.run(evaluate(ds, args.concurrency))
     print(render(args.dataset.name, report))
     if args.json:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.beir import load, mrr_at, ndcg_at, recall_at
+from bench.beir import default_split, load, mrr_at, ndcg_at, recall_at
 
 
 def test_ndcg_matches_the_definition() -> None:
@@ -43,3 +43,21 @@ def test_loader_reads_the_beir_layout(tmp_path: Path) -> None:
     assert ds.corpus == {"d1": ("T", "x"), "d2": ("", "y")}
     assert ds.queries == {"q1": "?"}
     assert ds.qrels == {"q1": {"d2": 1}}
+
+
+def test_a_set_without_a_test_split_is_read_by_its_dev_split(tmp_path: Path) -> None:
+    """MS MARCO ships qrels/dev.tsv alone; a split the set lacks is named, with those it has."""
+    (tmp_path / "qrels").mkdir()
+    (tmp_path / "corpus.jsonl").write_text('{"_id": "d1", "title": "", "text": "x"}\n')
+    (tmp_path / "queries.jsonl").write_text('{"_id": "q1", "text": "?"}\n')
+    (tmp_path / "qrels" / "dev.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\n")
+    (tmp_path / "qrels" / "train.tsv").write_text("q1\td1\t1\n")
+    assert default_split(tmp_path) == "dev"
+    assert load(tmp_path, "dev").qrels == {"q1": {"d1": 1}}
+    with pytest.raises(ValueError, match=r"no test\.tsv; its splits: dev, train"):
+        load(tmp_path)
+    (tmp_path / "qrels" / "dev.tsv").unlink()
+    assert default_split(tmp_path) == "train"  # the one split there is
+    (tmp_path / "qrels" / "other.tsv").write_text("q1\td1\t1\n")
+    with pytest.raises(ValueError, match="choose one with --split"):
+        default_split(tmp_path)
