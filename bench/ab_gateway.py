@@ -164,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args(argv)
-    if not (args.other / "services" / "serve.py").is_file():
+    if not (args.other / "services" / "entrypoints" / "serve.py").is_file():
         parser.error(f"{args.other} is not a checkout of this repository")
     report = run(args)
     text = json.dumps(report, indent=2)

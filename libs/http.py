@@ -1,6 +1,7 @@
 """The one HTTP client factory and the one retry policy for calls between services.
 
-Requests go through httpx's own transport (httpcore): HTTP/1.1, a pool of kept-alive
+Requests to an `http://` service go through the hops' own transport on plain asyncio
+(`libs.hops`; httpx's own, httpcore, for any other URL): HTTP/1.1, a pool of kept-alive
 connections per downstream service, explicit timeouts. Retries are tenacity's, on transport
 errors (connect, read, write, timeouts, a connection dropped mid-answer) and 5xx answers only,
 never on 4xx nor on a 5xx whose error the service marks final (`libs.errors.is_retryable`,
@@ -39,6 +40,7 @@ from tenacity import (
 from tenacity.stop import stop_base
 
 from libs.errors import UpstreamError, from_payload, is_retryable
+from libs.hops import HopTransport
 from libs.telemetry import REQUEST_ID_HEADER, RETRIES, request_id_var, tell_caller
 
 log = logging.getLogger(__name__)
@@ -79,6 +81,14 @@ _RETRY_ON = retry_if_exception_type(httpx.TransportError) | retry_if_result(_ret
 def _pooled_transport() -> httpx.AsyncHTTPTransport:
     # The retries are the policy's, not the transport's: one place decides, one counter.
     return httpx.AsyncHTTPTransport(limits=POOL_LIMITS, http1=True, http2=False)
+
+
+def _hop_transport(base_url: str) -> httpx.AsyncBaseTransport:
+    """A service client's transport: the hops' own over plain asyncio (`libs.hops`) for an
+    `http://` service, httpx's for any other (an `https://` URL behind a proxy or a mesh)."""
+    if httpx.URL(base_url).scheme == "http":
+        return HopTransport(POOL_LIMITS)
+    return _pooled_transport()
 
 
 def make_http_client(
@@ -197,7 +207,8 @@ M = TypeVar("M", bound=BaseModel)
 class ServiceClient:
     """Base of the typed clients: one per downstream service, all sharing the policy above.
 
-    A request goes straight to the pooled httpx transport, not through `AsyncClient.send`:
+    A request goes straight to the pooled transport (`libs.hops` for `http://` services),
+    not through `AsyncClient.send`:
     the client layer's per-request work (merging and re-parsing the URL, the cookie jar, the
     auth and redirect machinery, event hooks) is for none of what a call between services
     does (a search-sized hop measured alone: 0.78-0.85 -> 0.63-0.70 ms; docs/benchmarks.md,
@@ -220,7 +231,7 @@ class ServiceClient:
         self.base_url = base_url
         self.policy = policy or RetryPolicy()
         self.timeout_s = timeout_s
-        self._transport = transport or _pooled_transport()
+        self._transport = transport or _hop_transport(base_url)
         self._http = make_http_client(base_url, timeout_s, self._transport)
         self._base = httpx.URL(base_url)
         self._timeout = _timeout(timeout_s)
