@@ -8,6 +8,7 @@ definitions used by BEIR / trec_eval: graded gains, log2 discount, ideal ranking
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 from dataclasses import dataclass
@@ -38,6 +39,17 @@ def default_split(folder: Path) -> str:
         f"{folder}/qrels has no test.tsv or dev.tsv ({', '.join(found) or 'no .tsv file'}); "
         "choose one with --split"
     )
+
+
+def from_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Dataset:
+    """The set a benchmark's command line names (`dataset`, `--split`), or the parser's error
+    saying what is missing."""
+    if not (args.dataset / "corpus.jsonl").is_file():
+        parser.error(f"{args.dataset} has no corpus.jsonl (BEIR layout expected)")
+    try:
+        return load(args.dataset, args.split or default_split(args.dataset))
+    except ValueError as exc:
+        parser.error(str(exc))
 
 
 def load(folder: Path, split: str = "test") -> Dataset:

@@ -48,7 +48,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.beir import Dataset, default_split, load, ndcg_at, recall_at
+from bench.beir import Dataset, from_arguments, ndcg_at, recall_at
 from bench.cli import command_line, write_json
 from bench.quality import as_markdown, subset
 from libs.contracts import ChunkRequest, ConvertResult, EmbedKind, ModelInfo
@@ -362,17 +362,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--json", type=Path, default=Path("var/bench/chunking.json"))
     args = parser.parse_args(argv)
-    if not (args.dataset / "corpus.jsonl").is_file():
-        parser.error(f"{args.dataset} has no corpus.jsonl (BEIR layout expected)")
     settings = args.setting or [(192, 0), (256, 0), (256, 32), (128, 0)]
-    try:
-        ds = subset(
-            load(args.dataset, args.split or default_split(args.dataset)),
-            args.max_docs,
-            args.max_queries,
-        )
-    except ValueError as exc:
-        parser.error(str(exc))
+    ds = subset(from_arguments(parser, args), args.max_docs, args.max_queries)
     with tempfile.TemporaryDirectory(prefix="mvdb-chunking-") as tmp:
         os.environ.setdefault("VAR_DIR", str(Path(tmp) / "var"))
         os.environ.setdefault("HF_HUB_OFFLINE", "1")

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.beir import Dataset, default_split, load, mrr_at, ndcg_at, recall_at
+from bench.beir import Dataset, from_arguments, mrr_at, ndcg_at, recall_at
 
 MODES = ("bm25", "vector", "hybrid")
 LIBRARY = "beir"
@@ -143,20 +143,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workdir", type=Path, default=None, help="keep the store here")
     parser.add_argument("--json", type=Path, default=None, help="also write the report here")
     args = parser.parse_args(argv)
-    if not (args.dataset / "corpus.jsonl").is_file():
-        parser.error(f"{args.dataset} has no corpus.jsonl (BEIR layout expected)")
+    ds = subset(from_arguments(parser, args), args.max_docs, args.max_queries)
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="mvdb-bench-"))
     os.environ["LANCEDB_URI"] = str(workdir / "lancedb")
     os.environ.setdefault("VAR_DIR", str(workdir / "var"))
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    try:
-        ds = subset(
-            load(args.dataset, args.split or default_split(args.dataset)),
-            args.max_docs,
-            args.max_queries,
-        )
-    except ValueError as exc:
-        parser.error(str(exc))
     report = asyncio.run(evaluate(ds, args.concurrency))
     print(render(args.dataset.name, report))
     if args.json:

@@ -65,6 +65,15 @@ def _request(method: str, url: str, **kwargs: object) -> httpx.Request:
     return httpx.Request(method, url, extensions={"timeout": timeouts}, **kwargs)  # type: ignore[arg-type]
 
 
+@asynccontextmanager
+async def hops(limits: httpx.Limits = POOL_LIMITS) -> AsyncIterator[HopTransport]:
+    transport = HopTransport(limits)
+    try:
+        yield transport
+    finally:
+        await transport.aclose()
+
+
 async def _send(transport: HopTransport, request: httpx.Request) -> httpx.Response:
     response = await transport.handle_async_request(request)
     await response.aread()
@@ -81,8 +90,7 @@ async def test_bodies_arrive_whole_both_ways_in_one_piece_or_streamed() -> None:
             await asyncio.sleep(0)
 
     with serve(_app()) as url:
-        transport = HopTransport(POOL_LIMITS)
-        try:
+        async with hops() as transport:
             small = await _send(
                 transport, _request("POST", f"{url}/echo?a=1&b=%C3%A9", content=b"hi")
             )
@@ -94,15 +102,12 @@ async def test_bodies_arrive_whole_both_ways_in_one_piece_or_streamed() -> None:
             assert streamed.headers["x-sha"] == sha and streamed.content == big
             chunked = await _send(transport, _request("GET", f"{url}/stream"))
             assert chunked.content == b"part 0;part 1;part 2;part 3;part 4;"
-        finally:
-            await transport.aclose()
 
 
 async def test_one_connection_is_kept_alive_then_expires() -> None:
     limits = httpx.Limits(max_connections=8, max_keepalive_connections=2, keepalive_expiry=0.3)
     with serve(_app()) as url:
-        transport = HopTransport(limits)
-        try:
+        async with hops(limits) as transport:
 
             async def peer() -> str:
                 response = await _send(transport, _request("POST", f"{url}/echo", content=b"x"))
@@ -116,14 +121,11 @@ async def test_one_connection_is_kept_alive_then_expires() -> None:
             assert len(again & together) == 2  # ...two of them kept idle, four new
             await asyncio.sleep(0.5)
             assert await peer() not in together | first | again  # idle past the expiry: a new one
-        finally:
-            await transport.aclose()
 
 
 async def test_a_cancelled_or_timed_out_exchange_never_hands_its_answer_to_the_next() -> None:
     with serve(_app()) as url:
-        transport = HopTransport(POOL_LIMITS)
-        try:
+        async with hops() as transport:
             call = asyncio.ensure_future(_send(transport, _request("GET", f"{url}/slow")))
             await asyncio.sleep(0.1)
             call.cancel()
@@ -137,14 +139,11 @@ async def test_a_cancelled_or_timed_out_exchange_never_hands_its_answer_to_the_n
             await asyncio.sleep(0.6)  # the late answer comes on the closed connection
             again = await _send(transport, _request("POST", f"{url}/echo", content=b"again"))
             assert again.content == b"again"
-        finally:
-            await transport.aclose()
 
 
 async def test_an_answer_that_closes_its_connection_is_the_last_on_it() -> None:
     with serve(_app()) as url:
-        transport = HopTransport(POOL_LIMITS)
-        try:
+        async with hops() as transport:
             peers = set()
             for _ in range(3):
                 closing = await _send(transport, _request("GET", f"{url}/close"))
@@ -152,8 +151,6 @@ async def test_an_answer_that_closes_its_connection_is_the_last_on_it() -> None:
                 echoed = await _send(transport, _request("POST", f"{url}/echo", content=b"x"))
                 peers.add(echoed.headers["x-peer"])
             assert len(peers) == 3  # a new connection after each close
-        finally:
-            await transport.aclose()
 
 
 @asynccontextmanager
@@ -192,13 +189,9 @@ async def test_a_broken_answer_is_an_httpx_transport_error(
         writer.write(reply)
         await writer.drain()
 
-    async with raw_server(answer) as url:
-        transport = HopTransport(POOL_LIMITS)
-        try:
-            with pytest.raises(error):
-                await _send(transport, _request("GET", f"{url}/x"))
-        finally:
-            await transport.aclose()
+    async with raw_server(answer) as url, hops() as transport:
+        with pytest.raises(error):
+            await _send(transport, _request("GET", f"{url}/x"))
 
 
 async def test_nothing_listening_is_a_connect_error_and_https_is_not_its_job() -> None:
@@ -217,8 +210,7 @@ async def test_nothing_listening_is_a_connect_error_and_https_is_not_its_job() -
 async def test_the_pool_waits_for_a_free_connection_within_its_timeout() -> None:
     limits = httpx.Limits(max_connections=1, max_keepalive_connections=1, keepalive_expiry=4.0)
     with serve(_app()) as url:
-        transport = HopTransport(limits)
-        try:
+        async with hops(limits) as transport:
             slow = asyncio.ensure_future(_send(transport, _request("GET", f"{url}/slow")))
             await asyncio.sleep(0.05)
             hurried = {**TIMEOUTS, "pool": 0.1}
@@ -226,8 +218,6 @@ async def test_the_pool_waits_for_a_free_connection_within_its_timeout() -> None
                 await _send(transport, _request("GET", f"{url}/slow", timeouts=hurried))
             patient = await _send(transport, _request("POST", f"{url}/echo", content=b"after"))
             assert patient.content == b"after" and (await slow).content == b"late"
-        finally:
-            await transport.aclose()
 
 
 async def test_the_answer_to_a_head_request_has_no_body() -> None:
@@ -238,11 +228,8 @@ async def test_the_answer_to_a_head_request_has_no_body() -> None:
         return Response(headers={"content-length": "1000"})
 
     with serve(app) as url:
-        transport = HopTransport(POOL_LIMITS)
-        try:
+        async with hops() as transport:
             head = await _send(transport, _request("HEAD", f"{url}/sized"))
             assert (head.status_code, head.content) == (200, b"")
             after = await _send(transport, _request("POST", f"{url}/echo", content=b"next"))
             assert after.content == b"next"
-        finally:
-            await transport.aclose()
