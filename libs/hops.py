@@ -28,7 +28,8 @@ from typing import Any
 import httptools
 import httpx
 
-_TimeoutError = type[httpx.TimeoutException]
+# An answer as read: status, reason phrase, headers, body.
+_Answer = tuple[int, bytes, list[tuple[bytes, bytes]], bytes]
 
 
 class _Connection(asyncio.Protocol):
@@ -39,7 +40,7 @@ class _Connection(asyncio.Protocol):
         self.closed = False
         self.idle_since = 0.0
         self._parser = httptools.HttpResponseParser(self)
-        self._answer: asyncio.Future[None] | None = None
+        self._answer: asyncio.Future[_Answer] | None = None
         self._request: httpx.Request | None = None
         self._status = 0
         self._reason = b""
@@ -89,6 +90,10 @@ class _Connection(asyncio.Protocol):
 
     # ------------------------------------------------------------------ httptools callbacks
 
+    def on_message_begin(self) -> None:
+        if self._answer is None or self._answer.done():
+            self.close()  # a second answer to one request: the connection is out of step
+
     def on_status(self, status: bytes) -> None:
         self._reason += status
 
@@ -98,22 +103,18 @@ class _Connection(asyncio.Protocol):
     def on_headers_complete(self) -> None:
         self._status = self._parser.get_status_code()
         if self._req().method == "HEAD":  # no body follows, whatever the headers say
-            self._cancel_timer()
-            if self._answer is not None and not self._answer.done():
-                self._answer.set_result(None)  # and the connection is not reused
+            self._finish()  # and the connection is not reused (not `_keep_alive`)
 
     def on_body(self, body: bytes) -> None:
         self._body.append(body)
 
     def on_message_complete(self) -> None:
         self._keep_alive = self._parser.should_keep_alive()
-        self._cancel_timer()
-        if self._answer is not None and not self._answer.done():
-            self._answer.set_result(None)
+        self._finish()
 
     # ------------------------------------------------------------------ one request
 
-    async def send(self, request: httpx.Request, timeouts: dict[str, float | None]) -> Any:
+    async def send(self, request: httpx.Request, timeouts: dict[str, float | None]) -> _Answer:
         """Write `request` and read its whole answer; the connection stays usable only when
         the answer says so (`reusable`)."""
         loop = asyncio.get_running_loop()
@@ -139,8 +140,7 @@ class _Connection(asyncio.Protocol):
             async for part in request.stream:  # type: ignore[union-attr]
                 await self._write(part, write_timeout)
         self._arm_timer()
-        await self._answer
-        return self._status, self._reason, self._headers, b"".join(self._body)
+        return await self._answer
 
     @property
     def reusable(self) -> bool:
@@ -149,6 +149,8 @@ class _Connection(asyncio.Protocol):
     def close(self) -> None:
         self.closed = True
         self._cancel_timer()
+        if self._answer is not None and not self._answer.done():
+            self._answer.cancel()  # nobody waits for it now (a write failed, or was cancelled)
         if self.transport is not None:
             self.transport.close()
 
@@ -172,6 +174,15 @@ class _Connection(asyncio.Protocol):
     def _req(self) -> httpx.Request:
         assert self._request is not None
         return self._request
+
+    def _finish(self) -> None:
+        """The answer is whole: handed over as it is now; bytes parsed after it (a server out
+        of step) go to lists nobody reads."""
+        self._cancel_timer()
+        if self._answer is not None and not self._answer.done():
+            body = b"".join(self._body)
+            self._answer.set_result((self._status, self._reason, self._headers, body))
+        self._headers, self._body = [], []
 
     def _fail(self, error: Exception) -> None:
         if self._answer is not None and not self._answer.done():

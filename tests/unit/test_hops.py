@@ -233,3 +233,24 @@ async def test_the_answer_to_a_head_request_has_no_body() -> None:
             assert (head.status_code, head.content) == (200, b"")
             after = await _send(transport, _request("POST", f"{url}/echo", content=b"next"))
             assert after.content == b"next"
+
+
+async def test_bytes_after_the_answer_end_the_connection_not_the_next_answer() -> None:
+    """A server that sends more than one answer (or anything) after the one asked for: the
+    answer is what it was, and that connection is not used again."""
+    count = 0
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal count
+        count += 1
+        await reader.readuntil(b"\r\n\r\n")
+        extra = b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nstale" if count == 1 else b""
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok" + extra)
+        await writer.drain()
+        await asyncio.sleep(0.2)
+
+    async with raw_server(answer) as url, hops() as transport:
+        first = await _send(transport, _request("GET", f"{url}/x"))
+        assert (first.content, first.headers["content-length"]) == (b"ok", "2")
+        second = await _send(transport, _request("GET", f"{url}/x"))
+        assert second.content == b"ok" and count == 2  # a new connection, its own answer
