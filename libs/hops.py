@@ -151,6 +151,8 @@ class _Connection(asyncio.Protocol):
         self._cancel_timer()
         if self._answer is not None and not self._answer.done():
             self._answer.cancel()  # nobody waits for it now (a write failed, or was cancelled)
+        elif self._answer is not None and not self._answer.cancelled():
+            self._answer.exception()  # a failure nobody will read is not reported as unread
         if self.transport is not None:
             self.transport.close()
 
@@ -270,7 +272,8 @@ class HopTransport(httpx.AsyncBaseTransport):
         now = time.monotonic()
         while idle:
             connection = idle.pop()  # the most recently used first
-            if not connection.closed and now - connection.idle_since < (self._expiry or 0.0):
+            fresh = self._expiry is None or now - connection.idle_since < self._expiry
+            if fresh and not connection.closed:
                 return connection
             connection.close()
         return None

@@ -254,3 +254,15 @@ async def test_bytes_after_the_answer_end_the_connection_not_the_next_answer() -
         assert (first.content, first.headers["content-length"]) == (b"ok", "2")
         second = await _send(transport, _request("GET", f"{url}/x"))
         assert second.content == b"ok" and count == 2  # a new connection, its own answer
+
+
+async def test_without_an_expiry_an_idle_connection_is_kept() -> None:
+    limits = httpx.Limits(max_connections=4, max_keepalive_connections=1, keepalive_expiry=None)
+    with serve(_app()) as url:
+        async with hops(limits) as transport:
+            peers = set()
+            for _ in range(3):
+                echoed = await _send(transport, _request("POST", f"{url}/echo", content=b"x"))
+                peers.add(echoed.headers["x-peer"])
+                await asyncio.sleep(0.05)
+            assert len(peers) == 1
