@@ -125,20 +125,18 @@ class _Connection(asyncio.Protocol):
         self._read_timeout = timeouts.get("read")
         write_timeout = timeouts.get("write")
         head = _head(request)
-        if isinstance(request.stream, httpx.ByteStream):
-            await self._write(
-                head + b"".join([part async for part in request.stream]), write_timeout
-            )
-        elif request.headers.get("transfer-encoding", "").lower() == "chunked":
+        if isinstance(request.stream, httpx.ByteStream):  # known in advance: one write
+            body = b"".join([part async for part in request.stream])
+            await self._write(head + body, write_timeout)
+        else:  # streamed: each part as it comes, framed as chunks unless its length is given
+            chunked = request.headers.get("transfer-encoding", "").lower() == "chunked"
             await self._write(head, write_timeout)
             async for part in request.stream:  # type: ignore[union-attr]
                 if part:
-                    await self._write(b"%x\r\n%b\r\n" % (len(part), part), write_timeout)
-            await self._write(b"0\r\n\r\n", write_timeout)
-        else:  # a streamed body of a declared length
-            await self._write(head, write_timeout)
-            async for part in request.stream:  # type: ignore[union-attr]
-                await self._write(part, write_timeout)
+                    frame = b"%x\r\n%b\r\n" % (len(part), part) if chunked else part
+                    await self._write(frame, write_timeout)
+            if chunked:
+                await self._write(b"0\r\n\r\n", write_timeout)
         self._arm_timer()
         return await self._answer
 

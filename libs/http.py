@@ -78,26 +78,22 @@ def _retryable_status(response: httpx.Response) -> bool:
 _RETRY_ON = retry_if_exception_type(httpx.TransportError) | retry_if_result(_retryable_status)
 
 
-def _pooled_transport() -> httpx.AsyncHTTPTransport:
-    # The retries are the policy's, not the transport's: one place decides, one counter.
-    return httpx.AsyncHTTPTransport(limits=POOL_LIMITS, http1=True, http2=False)
-
-
 def _hop_transport(base_url: str) -> httpx.AsyncBaseTransport:
     """A service client's transport: the hops' own over plain asyncio (`libs.hops`) for an
-    `http://` service, httpx's for any other (an `https://` URL behind a proxy or a mesh)."""
+    `http://` service, httpx's for any other (an `https://` URL behind a proxy or a mesh).
+    The retries are the policy's, not the transport's: one place decides, one counter."""
     if httpx.URL(base_url).scheme == "http":
         return HopTransport(POOL_LIMITS)
-    return _pooled_transport()
+    return httpx.AsyncHTTPTransport(limits=POOL_LIMITS, http1=True, http2=False)
 
 
 def make_http_client(
     base_url: str, timeout_s: float, transport: httpx.AsyncBaseTransport | None = None
 ) -> httpx.AsyncClient:
     """Every inter-service client is built here: explicit timeouts, HTTP/1.1 over pooled
-    kept-alive connections. `transport` replaces httpx's own (tests: `httpx.MockTransport`)."""
+    kept-alive connections. `transport` replaces the hops' own (tests: `httpx.MockTransport`)."""
     if transport is None:
-        transport = _pooled_transport()
+        transport = _hop_transport(base_url)
     return httpx.AsyncClient(
         base_url=base_url,
         timeout=httpx.Timeout(timeout_s, connect=min(5.0, timeout_s)),
