@@ -11,7 +11,12 @@ folder scans).
 
 from __future__ import annotations
 
+import bz2
+import gzip
+import lzma
+from collections.abc import Callable
 from pathlib import PurePath
+from typing import IO, Any
 
 from libs.errors import UnsupportedFormatError
 
@@ -180,6 +185,30 @@ def is_office_lock(name: str) -> bool:
     (`~$report.docx`: a few bytes naming who has it open, not a document). Scans leave it
     out, as the sync client does."""
     return name.startswith("~$")
+
+
+# How each compressed name is opened, and what its compression is called in a message.
+_DECOMPRESSORS: dict[str, tuple[Callable[[IO[bytes]], Any], str]] = {
+    ".gz": (gzip.open, "gzip"), ".tgz": (gzip.open, "gzip"),
+    ".bz2": (bz2.open, "bzip2"), ".tbz2": (bz2.open, "bzip2"),
+    ".xz": (lzma.open, "xz"), ".txz": (lzma.open, "xz"),
+}  # fmt: skip
+# What a reader of corrupt or truncated compressed data raises.
+DECOMPRESSION_ERRORS = (OSError, EOFError, lzma.LZMAError, ValueError)
+
+
+def compression_of(name: str) -> str | None:
+    """The compression `name`'s extension says (`gzip`, `bzip2`, `xz`), else None."""
+    found = _DECOMPRESSORS.get(extension_of(name))
+    return found[1] if found else None
+
+
+def decompressing(raw: IO[bytes], name: str) -> IO[bytes]:
+    """A reader of what `raw` holds, decompressed as `name`'s extension says (`compression_
+    of` must name one); reading corrupt data raises one of `DECOMPRESSION_ERRORS`."""
+    opener, _ = _DECOMPRESSORS[extension_of(name)]
+    reader: IO[bytes] = opener(raw)
+    return reader
 
 
 def unnamed_inside(name: str) -> str | None:

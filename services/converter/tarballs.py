@@ -15,21 +15,20 @@ inside (`data.zip.gz`) is not opened.
 
 from __future__ import annotations
 
-import bz2
-import gzip
 import io
-import lzma
 import tarfile
 from collections.abc import Callable, Iterator
 
 from libs.errors import ConversionError, TooLargeError, UnsupportedFormatError
-from libs.formats import ARCHIVES, COMPRESSED_EXTENSIONS
+from libs.formats import (
+    ARCHIVES,
+    COMPRESSED_EXTENSIONS,
+    DECOMPRESSION_ERRORS,
+    compression_of,
+    decompressing,
+)
 from services.converter.archive import ArchiveLimits, is_zip
 from services.converter.formats import extension_of
-
-_COMPRESSION = {
-    ".gz": "gzip", ".tgz": "gzip", ".bz2": "bzip2", ".tbz2": "bzip2", ".xz": "xz", ".txz": "xz",
-}  # fmt: skip
 
 
 def is_tar(data: bytes) -> bool:
@@ -40,21 +39,14 @@ def is_tar(data: bytes) -> bool:
 def decompressed(data: bytes, name: str, limits: ArchiveLimits) -> bytes:
     """`data` decompressed as `name`'s extension says (a `.tar` as it is), within the
     uncompressed-bytes limit."""
-    kind = _COMPRESSION.get(extension_of(name))
+    kind = compression_of(name)
     if kind is None:
         return data
     limit = limits.max_uncompressed_bytes
-    raw = io.BytesIO(data)
     try:
-        with (
-            gzip.GzipFile(fileobj=raw)
-            if kind == "gzip"
-            else bz2.BZ2File(raw)
-            if kind == "bzip2"
-            else lzma.LZMAFile(raw)
-        ) as stream:
+        with decompressing(io.BytesIO(data), name) as stream:
             expanded = stream.read(limit + 1)
-    except (OSError, EOFError, lzma.LZMAError, ValueError) as exc:
+    except DECOMPRESSION_ERRORS as exc:
         raise ConversionError(
             f"could not decompress '{name}' ({exc}); the file is corrupt, truncated or not "
             f"{kind} data"

@@ -8,10 +8,6 @@ check is made on the resolved path.
 
 from __future__ import annotations
 
-import bz2
-import gzip
-import io
-import lzma
 import os
 import stat
 from collections.abc import Sequence
@@ -26,7 +22,9 @@ from libs.errors import (
     TooLargeError,
 )
 from libs.formats import (
+    DECOMPRESSION_ERRORS,
     SNIFF_BYTES,
+    decompressing,
     extension_of,
     is_convertible,
     is_known,
@@ -141,14 +139,6 @@ def scan_folder_root(folder: Path) -> None:
         raise FileAccessError(f"cannot look at {folder}: {exc.strerror or exc}") from exc
 
 
-def _decompressing(path: Path) -> io.BufferedIOBase:
-    """The compressed file at `path` opened to read what it holds, by its extension."""
-    ext = extension_of(path.name)
-    if ext == ".gz":
-        return gzip.open(path)
-    return bz2.open(path) if ext == ".bz2" else lzma.open(path)
-
-
 def is_unnamed_text(path: Path, *, code: bool) -> bool:
     """Whether a scan takes the file at `path` by its first bytes: one without an extension
     (`libs.formats.unnamed_text`), or a compressed one that holds such a file
@@ -158,9 +148,9 @@ def is_unnamed_text(path: Path, *, code: bool) -> bool:
     if inner is None and extension_of(path.name):
         return False
     try:
-        with _decompressing(path) if inner else path.open("rb") as file:
-            head = file.read(SNIFF_BYTES)
-    except (OSError, EOFError, lzma.LZMAError):
+        with path.open("rb") as raw:
+            head = (decompressing(raw, path.name) if inner else raw).read(SNIFF_BYTES)
+    except DECOMPRESSION_ERRORS:
         return False
     return unnamed_text(inner or path.name, head, code=code)
 
