@@ -1,5 +1,5 @@
 """The MCP transports over HTTP: SSE (`GET /sse` + `POST /messages/`) and streamable HTTP
-(`/mcp`) for the server in `services.gateway.tools`, with two corrections in front of `/mcp`.
+(`/mcp`) for the server in `services.gateway.tools`, with three corrections in front of `/mcp`.
 
 - A request whose `MCP-Protocol-Version` header names no revision this server speaks gets
   400 with a JSON-RPC error listing every revision it does speak: the handshake revisions that
@@ -9,6 +9,12 @@
   `-32800 Request cancelled` error; MCP says the receiver of a cancellation should not answer,
   and clients then report a response for an id they no longer know. The event is dropped from
   the stream, which still ends.
+- A client that accepts only one of the two answer types MCP names gets that one. The SDK
+  refuses (406) a POST whose `Accept` does not list both `application/json` and
+  `text/event-stream`, though MCP lets a server answer either way. A client that accepts only
+  JSON gets the JSON-RPC response alone, as a JSON body (the notifications the stream would
+  have carried before it, progress and log messages, cannot travel in one); one that accepts
+  only an event stream gets the stream.
 """
 
 from __future__ import annotations
@@ -29,6 +35,14 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 SPOKEN_VERSIONS = (*HANDSHAKE_PROTOCOL_VERSIONS, *MODERN_PROTOCOL_VERSIONS)
 REQUEST_CANCELLED = -32800
 _EVENT_END = re.compile(rb"\r\n\r\n|\n\n|\r\r")
+# Media ranges under which each answer type is accepted, and the `Accept` the SDK asks for.
+_JSON_RANGES = frozenset({"application/json", "application/*", "*/*"})
+_STREAM_RANGES = frozenset({"text/event-stream", "text/*", "*/*"})
+_BOTH = b"application/json, text/event-stream"
+# An event stream's own headers, replaced when its one response is sent as JSON.
+_STREAM_HEADERS = frozenset(
+    {b"content-type", b"content-length", b"transfer-encoding", b"connection", b"x-accel-buffering"}
+)
 
 
 class _SseEndpoint:
@@ -52,7 +66,7 @@ def sse_routes(server: Server[Any], security: TransportSecuritySettings) -> list
 
 
 class StreamableGuards:
-    """The two corrections of the module docstring, as ASGI middleware on `/mcp`."""
+    """The three corrections of the module docstring, as ASGI middleware on `/mcp`."""
 
     def __init__(self, app: ASGIApp, path: str = "/mcp") -> None:
         self.app = app
@@ -69,7 +83,16 @@ class StreamableGuards:
         if scope.get("method") != "POST":
             await self.app(scope, receive, send)
             return
-        await self.app(scope, receive, _without_cancelled_replies(send))
+        accepted = _accepted(scope)
+        takes_json = not accepted.isdisjoint(_JSON_RANGES)
+        takes_stream = not accepted.isdisjoint(_STREAM_RANGES)
+        if takes_json != takes_stream:  # one of the two: the SDK is asked with both
+            headers = [(k, v) for k, v in scope["headers"] if k.lower() != b"accept"]
+            scope = {**scope, "headers": [*headers, (b"accept", _BOTH)]}
+        if takes_json and not takes_stream:
+            await self.app(scope, receive, _as_json_reply(send))
+        else:
+            await self.app(scope, receive, _without_cancelled_replies(send))
 
 
 def _header(scope: Scope, name: bytes) -> str | None:
@@ -77,6 +100,31 @@ def _header(scope: Scope, name: bytes) -> str | None:
         if key.lower() == name:
             return bytes(value).decode("latin-1")
     return None
+
+
+def _accepted(scope: Scope) -> set[str]:
+    """The media ranges a request's `Accept` header lists (lower case, without parameters;
+    a range the client gives `q=0` is refused, so left out). No header accepts anything."""
+    value = _header(scope, b"accept")
+    if value is None:
+        return {"*/*"}
+    ranges: set[str] = set()
+    for part in value.split(","):
+        kind, *parameters = (piece.strip().lower() for piece in part.split(";"))
+        refused = any(
+            name.strip() == "q" and _number(quality) == 0
+            for name, _, quality in (p.partition("=") for p in parameters)
+        )
+        if kind and not refused:
+            ranges.add(kind)
+    return ranges
+
+
+def _number(text: str) -> float | None:
+    try:
+        return float(text)
+    except ValueError:
+        return None
 
 
 def _unsupported_version(requested: str) -> JSONResponse:
@@ -97,21 +145,91 @@ def _unsupported_version(requested: str) -> JSONResponse:
     )
 
 
-def _is_cancelled_reply(event: bytes) -> bool:
-    """Whether one SSE event carries the JSON-RPC error for a cancelled request."""
-    if b"-32800" not in event:  # the cheap test first: nearly every event fails it
-        return False
-    data = b"".join(
+def _data_of(event: bytes) -> bytes:
+    """One SSE event's data: its `data:` lines, joined."""
+    return b"\n".join(
         line.removeprefix(b"data:").strip()
         for line in event.splitlines()
         if line.startswith(b"data:")
     )
+
+
+def _message_of(event: bytes) -> Any:
     try:
-        message = json.loads(data)
+        return json.loads(_data_of(event))
     except ValueError:
-        return False
+        return None
+
+
+def _is_cancelled(message: Any) -> bool:
     error = message.get("error") if isinstance(message, dict) else None
     return isinstance(error, dict) and error.get("code") == REQUEST_CANCELLED
+
+
+def _is_cancelled_reply(event: bytes) -> bool:
+    """Whether one SSE event carries the JSON-RPC error for a cancelled request."""
+    if b"-32800" not in event:  # the cheap test first: nearly every event fails it
+        return False
+    return _is_cancelled(_message_of(event))
+
+
+def _replies_in(stream: bytes) -> list[bytes]:
+    """The JSON-RPC responses a whole event stream carries (each as its event's data), but
+    a cancelled request's."""
+    replies = []
+    for event in _EVENT_END.split(stream):
+        data = _data_of(event)
+        try:
+            message = json.loads(data) if data else None
+        except ValueError:
+            continue
+        if (
+            isinstance(message, dict)
+            and "id" in message
+            and ("result" in message or "error" in message)
+            and not _is_cancelled(message)
+        ):
+            replies.append(data)
+    return replies
+
+
+def _as_json_reply(send: Send) -> Send:
+    """`send` for one POST whose client accepts JSON but no event stream: an event-stream
+    response is held to its end and sent as the JSON-RPC response it carries (an array when
+    it carries several; 202 and no body when none, a cancelled request's). Any other response
+    (202 for a notification, an error) goes through as it is."""
+    start: Message | None = None
+    stream = bytearray()
+
+    async def held(message: Message) -> None:
+        nonlocal start
+        if message["type"] == "http.response.start":
+            content_type = dict(message.get("headers") or []).get(b"content-type", b"")
+            if bytes(content_type).startswith(b"text/event-stream"):
+                start = message
+                return
+            await send(message)
+            return
+        if start is None or message["type"] != "http.response.body":
+            await send(message)
+            return
+        stream.extend(message.get("body", b""))
+        if message.get("more_body", False):
+            return
+        headers = [
+            (k, v) for k, v in start.get("headers") or [] if k.lower() not in _STREAM_HEADERS
+        ]
+        replies = _replies_in(bytes(stream))
+        if not replies:
+            await send({"type": "http.response.start", "status": 202, "headers": headers})
+            await send({"type": "http.response.body", "body": b""})
+            return
+        data = replies[0] if len(replies) == 1 else b"[" + b",".join(replies) + b"]"
+        headers += [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(data))]
+        await send({"type": "http.response.start", "status": start["status"], "headers": headers})
+        await send({"type": "http.response.body", "body": data})
+
+    return held
 
 
 def _without_cancelled_replies(send: Send) -> Send:

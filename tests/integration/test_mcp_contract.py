@@ -1,7 +1,8 @@
 """The MCP contract as a client sees it, through the real Python SDK client over real SSE and
 streamable HTTP sockets: self-describing tools (titles, annotations, bounds, output schemas),
 exact argument checks, failures marked `isError`, `server_info` as the spec has it, logging,
-no answer after a cancellation, and the protocol-version check. The gateway runs on the
+no answer after a cancellation, the protocol-version check, and answers to a raw client that
+accepts only JSON or only an event stream. The gateway runs on the
 hand-written fakes (`tests.fakes`), so this is about the MCP surface, not the pipeline.
 """
 
@@ -352,3 +353,95 @@ async def test_no_response_after_a_cancellation(gateway: str) -> None:
     assert stream.status_code == 200
     answered = [e for e in _events(stream.text) if e.get("id") == 7]
     assert answered == [], answered
+
+
+def _raw_initialize(http: httpx.Client, accept: str) -> dict[str, str]:
+    """A raw client's handshake with `accept` as its Accept header: the headers of its later
+    requests."""
+    headers = {"accept": accept}
+    init = http.post(
+        "/mcp",
+        headers=headers,
+        json={
+            "jsonrpc": "2.0",
+            "id": 0,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "raw", "version": "1"},
+            },
+        },
+    )
+    assert init.status_code == 200, init.text
+    headers |= {"mcp-session-id": init.headers["mcp-session-id"]}
+    headers |= {"mcp-protocol-version": "2025-11-25"}
+    done = http.post(
+        "/mcp", headers=headers, json={"jsonrpc": "2.0", "method": "notifications/initialized"}
+    )
+    assert done.status_code == 202
+    return headers
+
+
+@pytest.mark.parametrize("accept", ["application/json", "application/json;q=1.0, text/html"])
+def test_a_client_that_accepts_only_json_gets_json(gateway: str, accept: str) -> None:
+    with httpx.Client(base_url=gateway, timeout=30) as http:
+        headers = _raw_initialize(http, accept)
+        listed = http.post(
+            "/mcp", headers=headers, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+        )
+        assert listed.status_code == 200
+        assert listed.headers["content-type"] == "application/json"
+        assert listed.json()["id"] == 1
+        assert {t["name"] for t in listed.json()["result"]["tools"]} == {t.name for t in TOOLS}
+        # A call that sends progress on the way: the JSON body is its response alone.
+        stored = http.post(
+            "/mcp",
+            headers=headers,
+            json={
+                "jsonrpc": "2.0",
+                "id": 2,
+                "method": "tools/call",
+                "params": {
+                    "name": "ingest_content",
+                    "arguments": {"content": "json only client", "source": "json-only-note"},
+                    "_meta": {"progressToken": "p1"},
+                },
+            },
+        )
+        assert stored.status_code == 200
+        assert stored.headers["content-type"] == "application/json"
+        assert int(stored.headers["content-length"]) == len(stored.content)
+        reply = stored.json()
+        assert reply["id"] == 2 and reply["result"]["isError"] is False
+        assert reply["result"]["structuredContent"]["status"] in {"indexed", "skipped"}
+        # A JSON-RPC error travels the same way.
+        unknown = http.post(
+            "/mcp",
+            headers=headers,
+            json={"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "nope"}},
+        )
+        assert unknown.headers["content-type"] == "application/json"
+        assert unknown.json()["id"] == 3 and unknown.json()["error"]["code"] == -32602
+
+
+def test_a_client_that_accepts_only_an_event_stream_gets_one(gateway: str) -> None:
+    with httpx.Client(base_url=gateway, timeout=30) as http:
+        headers = _raw_initialize(http, "text/event-stream")
+        listed = http.post(
+            "/mcp", headers=headers, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+        )
+    assert listed.headers["content-type"].startswith("text/event-stream")
+    replies = [event for event in _events(listed.text) if event.get("id") == 1]
+    assert len(replies) == 1 and len(replies[0]["result"]["tools"]) == len(TOOLS)
+
+
+@pytest.mark.parametrize("accept", ["text/html", "application/json;q=0, text/html"])
+def test_a_client_that_accepts_neither_answer_type_is_told_so(gateway: str, accept: str) -> None:
+    refused = httpx.post(
+        gateway + "/mcp",
+        headers={"accept": accept},
+        json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+    )
+    assert refused.status_code == 406
+    assert "application/json" in refused.json()["error"]["message"]
