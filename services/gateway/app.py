@@ -25,6 +25,7 @@ from libs.errors import InvalidInputError
 from libs.service_app import error_response, install_common
 from services.gateway.api import router
 from services.gateway.auth import OPEN_PATHS, BearerAuthMiddleware
+from services.gateway.batches import JsonRpcBatches
 from services.gateway.consistency import ReadSessionMiddleware
 from services.gateway.hosts import HostCheckMiddleware
 from services.gateway.library import Library
@@ -148,8 +149,11 @@ def create_app(
     # Each middleware added wraps the ones before: Host/Origin are checked first, then the
     # token, then the body size (a caller without a token is refused before its body is
     # read); the telemetry that install_common adds wraps them all. Innermost, the caller
-    # whose writes the HTTP routes' reads must see (services.gateway.consistency).
+    # whose writes the HTTP routes' reads must see (services.gateway.consistency); outside
+    # it, a JSON-RPC batch is taken apart (services.gateway.batches) after the streamable
+    # HTTP corrections have looked at the request (services.gateway.transports).
     app.add_middleware(ReadSessionMiddleware)
+    app.add_middleware(JsonRpcBatches)
     app.add_middleware(StreamableGuards)
     app.add_middleware(
         BodyLimitMiddleware,

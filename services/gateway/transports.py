@@ -76,16 +76,16 @@ class StreamableGuards:
         if scope["type"] != "http" or not str(scope.get("path", "")).startswith(self.path):
             await self.app(scope, receive, send)
             return
-        requested = _header(scope, b"mcp-protocol-version")
+        requested = header(scope, b"mcp-protocol-version")
         if requested is not None and requested not in SPOKEN_VERSIONS:
             await _unsupported_version(requested)(scope, receive, send)
             return
         if scope.get("method") != "POST":
             await self.app(scope, receive, send)
             return
-        accepted = _accepted(scope)
-        takes_json = not accepted.isdisjoint(_JSON_RANGES)
-        takes_stream = not accepted.isdisjoint(_STREAM_RANGES)
+        ranges = accepted(scope)
+        takes_json = not ranges.isdisjoint(_JSON_RANGES)
+        takes_stream = not ranges.isdisjoint(_STREAM_RANGES)
         if takes_json != takes_stream:  # one of the two: the SDK is asked with both
             headers = [(k, v) for k, v in scope["headers"] if k.lower() != b"accept"]
             scope = {**scope, "headers": [*headers, (b"accept", _BOTH)]}
@@ -95,17 +95,17 @@ class StreamableGuards:
             await self.app(scope, receive, _without_cancelled_replies(send))
 
 
-def _header(scope: Scope, name: bytes) -> str | None:
+def header(scope: Scope, name: bytes) -> str | None:
     for key, value in scope.get("headers") or []:
         if key.lower() == name:
             return bytes(value).decode("latin-1")
     return None
 
 
-def _accepted(scope: Scope) -> set[str]:
+def accepted(scope: Scope) -> set[str]:
     """The media ranges a request's `Accept` header lists (lower case, without parameters;
     a range the client gives `q=0` is refused, so left out). No header accepts anything."""
-    value = _header(scope, b"accept")
+    value = header(scope, b"accept")
     if value is None:
         return {"*/*"}
     ranges: set[str] = set()
@@ -173,7 +173,7 @@ def _is_cancelled_reply(event: bytes) -> bool:
     return _is_cancelled(_message_of(event))
 
 
-def _replies_in(stream: bytes) -> list[bytes]:
+def replies_in(stream: bytes) -> list[bytes]:
     """The JSON-RPC responses a whole event stream carries (each as its event's data), but
     a cancelled request's."""
     replies = []
@@ -219,7 +219,7 @@ def _as_json_reply(send: Send) -> Send:
         headers = [
             (k, v) for k, v in start.get("headers") or [] if k.lower() not in _STREAM_HEADERS
         ]
-        replies = _replies_in(bytes(stream))
+        replies = replies_in(bytes(stream))
         if not replies:
             await send({"type": "http.response.start", "status": 202, "headers": headers})
             await send({"type": "http.response.body", "body": b""})

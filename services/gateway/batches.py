@@ -1,0 +1,195 @@
+"""JSON-RPC batches on the MCP transports over HTTP, for the protocol revisions that have them.
+
+MCP 2025-03-26 says a server must receive JSON-RPC batches: a POST whose body is a JSON array
+of messages. 2025-06-18 took them out, and the SDK refuses every array as an invalid message.
+A client that negotiated an older revision may still send one, so:
+
+- Streamable HTTP (`/mcp`): each message of the batch is posted to the SDK's transport on its
+  own, all side by side, as the same request otherwise; the responses to the batch's requests
+  come back together as one event stream (`StreamableGuards`, outside this, makes that a
+  JSON array for a client that accepts only JSON). A batch of notifications and responses
+  alone is answered 202. A batch the session cannot take (it is gone: 404) gets that answer.
+- SSE (`/messages/`): each message is posted to the session on its own; the responses come
+  on the session's stream, as every response does there. The POST is answered 202, or as
+  the first message the SDK refused was (an unknown session: 404).
+- Refused with 400 and a JSON-RPC error that says why: a batch on `/mcp` under a revision
+  without batches (an `MCP-Protocol-Version` header of 2025-06-18 or later), an empty batch,
+  and an `initialize` inside a batch (MCP forbids it).
+
+Every other request goes through untouched, its body replayed as it was read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from starlette.responses import JSONResponse
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from services.gateway.transports import header, replies_in
+
+# The first revision without batches.
+WITHOUT_BATCHES = "2025-06-18"
+INVALID_REQUEST = -32600
+
+
+class JsonRpcBatches:
+    """ASGI middleware on the two MCP POST paths; see the module docstring."""
+
+    def __init__(self, app: ASGIApp, streamable: str = "/mcp", messages: str = "/messages/"):
+        self.app = app
+        self.streamable = streamable
+        self.messages = messages
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path = str(scope.get("path", ""))
+        on_streamable = path.startswith(self.streamable)
+        if (
+            scope["type"] != "http"
+            or scope.get("method") != "POST"
+            or not (on_streamable or path.startswith(self.messages))
+        ):
+            await self.app(scope, receive, send)
+            return
+        body, receive = await _read(receive)
+        if not body.lstrip().startswith(b"["):
+            await self.app(scope, receive, send)
+            return
+        try:
+            batch = json.loads(body)
+        except ValueError:  # not JSON: the SDK says so
+            await self.app(scope, _replay(body, receive), send)
+            return
+        refusal = _refusal(batch, header(scope, b"mcp-protocol-version") if on_streamable else None)
+        if refusal is not None:
+            await _invalid(refusal)(scope, receive, send)
+            return
+        answers = await _each_alone(self.app, scope, batch)
+        if on_streamable:
+            await _answer(answers, send)
+        else:  # the responses are on the session's stream; a refusal is the first one
+            await next((a for a in answers if a.status >= 400), answers[0]).resend(send)
+
+
+def _refusal(batch: list[Any], revision: str | None) -> str | None:
+    if revision is not None and revision >= WITHOUT_BATCHES:
+        return (
+            f"JSON-RPC batches are not part of MCP {revision} (they were removed in "
+            f"{WITHOUT_BATCHES}): send each message in a POST of its own"
+        )
+    if not batch:
+        return "an empty JSON-RPC batch: send at least one message"
+    if any(isinstance(m, dict) and m.get("method") == "initialize" for m in batch):
+        return "initialize must not be part of a JSON-RPC batch: send it in a POST of its own"
+    return None
+
+
+def _invalid(message: str) -> JSONResponse:
+    error = {"code": INVALID_REQUEST, "message": message}
+    return JSONResponse({"jsonrpc": "2.0", "id": None, "error": error}, status_code=400)
+
+
+async def _read(receive: Receive) -> tuple[bytes, Receive]:
+    """The request's whole body, and a `receive` that gives it again, then the real one's."""
+    chunks: list[bytes] = []
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":  # the client left while sending
+            return b"".join(chunks), _replay(b"".join(chunks), receive, message)
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            body = b"".join(chunks)
+            return body, _replay(body, receive)
+
+
+def _replay(body: bytes, then: Receive, ending: Message | None = None) -> Receive:
+    replayed = False
+
+    async def receive() -> Message:
+        nonlocal replayed
+        if not replayed:
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return ending if ending is not None else await then()
+
+    return receive
+
+
+class _Answer:
+    """One message's response from the app, held whole."""
+
+    def __init__(self) -> None:
+        self.status = 500
+        self.headers: list[tuple[bytes, bytes]] = []
+        self.body = bytearray()
+
+    async def send(self, message: Message) -> None:
+        if message["type"] == "http.response.start":
+            self.status = message["status"]
+            self.headers = list(message.get("headers") or [])
+        elif message["type"] == "http.response.body":
+            self.body.extend(message.get("body", b""))
+
+    async def resend(self, send: Send) -> None:
+        await send({"type": "http.response.start", "status": self.status, "headers": self.headers})
+        await send({"type": "http.response.body", "body": bytes(self.body)})
+
+    def replies(self) -> list[bytes]:
+        """The JSON-RPC messages it carries: its events' data, or its JSON body."""
+        content_type = dict(self.headers).get(b"content-type", b"")
+        if bytes(content_type).startswith(b"text/event-stream"):
+            return replies_in(bytes(self.body))
+        if bytes(content_type).startswith(b"application/json") and self.body.strip():
+            return [bytes(self.body)]
+        return []
+
+
+async def _each_alone(app: ASGIApp, scope: Scope, batch: list[Any]) -> list[_Answer]:
+    """Each message of `batch` posted to `app` on its own, side by side; their answers."""
+    done = asyncio.Event()
+
+    async def one(message: Any) -> _Answer:
+        answer = _Answer()
+        body = json.dumps(message, separators=(",", ":")).encode()
+        headers = [(k, v) for k, v in scope["headers"] if k.lower() != b"content-length"]
+        alone = {**scope, "headers": [*headers, (b"content-length", b"%d" % len(body))]}
+
+        async def until_done() -> Message:  # the app may wait for a disconnect
+            await done.wait()
+            return {"type": "http.disconnect"}
+
+        await app(alone, _replay(body, until_done), answer.send)
+        return answer
+
+    try:
+        return list(await asyncio.gather(*(one(message) for message in batch)))
+    finally:
+        done.set()
+
+
+async def _answer(answers: list[_Answer], send: Send) -> None:
+    """The batch's answer on `/mcp`: a session-level refusal as it is, else every response
+    as one event stream (202 when there is none)."""
+    gone = next((a for a in answers if a.status == 404), None)
+    if gone is not None:
+        await gone.resend(send)
+        return
+    session = [(k, v) for a in answers for k, v in a.headers if k.lower() == b"mcp-session-id"]
+    replies = [reply for answer in answers for reply in answer.replies()]
+    if not replies:
+        await send({"type": "http.response.start", "status": 202, "headers": session[:1]})
+        await send({"type": "http.response.body", "body": b""})
+        return
+    # A JSON text holds a line break only between tokens, where a space does as well.
+    lines = (reply.replace(b"\r", b" ").replace(b"\n", b" ") for reply in replies)
+    stream = b"".join(b"event: message\r\ndata: " + line + b"\r\n\r\n" for line in lines)
+    headers = [
+        *session[:1],
+        (b"content-type", b"text/event-stream"),
+        (b"cache-control", b"no-cache, no-transform"),
+        (b"content-length", b"%d" % len(stream)),
+    ]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    await send({"type": "http.response.body", "body": stream})
