@@ -27,6 +27,7 @@ from services.gateway.api import router
 from services.gateway.auth import OPEN_PATHS, BearerAuthMiddleware
 from services.gateway.batches import JsonRpcBatches
 from services.gateway.consistency import ReadSessionMiddleware
+from services.gateway.cors import cors
 from services.gateway.hosts import HostCheckMiddleware
 from services.gateway.library import Library
 from services.gateway.oauth import TokenVerifier, verifier
@@ -146,9 +147,10 @@ def create_app(
 
     app = FastAPI(title="mcpvectordb gateway", lifespan=lifespan)
     app.state.settings = settings
-    # Each middleware added wraps the ones before: Host/Origin are checked first, then the
-    # token, then the body size (a caller without a token is refused before its body is
-    # read); the telemetry that install_common adds wraps them all. Innermost, the caller
+    # Each middleware added wraps the ones before: Host/Origin are checked first, then CORS
+    # for the origins allowed (services.gateway.cors), then the token, then the body size (a
+    # caller without a token is refused before its body is read); the telemetry that
+    # install_common adds wraps them all. Innermost, the caller
     # whose writes the HTTP routes' reads must see (services.gateway.consistency); outside
     # it, a JSON-RPC batch is taken apart (services.gateway.batches) after the streamable
     # HTTP corrections have looked at the request (services.gateway.transports).
@@ -161,6 +163,7 @@ def create_app(
         setting="MAX_UPLOAD_BYTES",
     )
     app.add_middleware(BearerAuthMiddleware, settings=settings, verifier=running_verifier)
+    app.add_middleware(cors, security=security)  # a preflight carries no token
     app.add_middleware(HostCheckMiddleware, security=security)
     install_common(app, "gateway")  # telemetry outermost: refused requests are counted too
 
