@@ -14,23 +14,15 @@ from services.gateway.app import transport_security
 from services.gateway.cors import origin_pattern
 from services.gateway.settings import GatewaySettings
 from tests.fakes import fake_gateway
+from tests.mcp_raw import BOTH, initialize_message
 
 pytestmark = pytest.mark.integration
 
 TOKEN = {"Authorization": "Bearer full-token"}
 INSPECTOR = "http://localhost:6274"  # the MCP Inspector's page
 LISTED = "https://chat.example.com"
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 0,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-11-25",
-        "capabilities": {},
-        "clientInfo": {"name": "page", "version": "1"},
-    },
-}
-STREAMABLE = {"accept": "application/json, text/event-stream"}
+INITIALIZE = initialize_message("2025-11-25")
+STREAMABLE = {"accept": BOTH}
 
 
 @pytest.fixture(scope="module")

@@ -14,52 +14,15 @@ import pytest
 
 from libs.contracts import TOOLS
 from tests.fakes import FakeEmbedder, fake_gateway
+from tests.mcp_raw import events, initialize_message, open_session
 
 pytestmark = pytest.mark.integration
-
-BOTH = "application/json, text/event-stream"
 
 
 @pytest.fixture(scope="module")
 def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     with fake_gateway(tmp_path_factory, FakeEmbedder()) as url:
         yield url
-
-
-def _initialize(http: httpx.Client, revision: str, accept: str = BOTH) -> dict[str, str]:
-    """A streamable HTTP session at `revision`: the headers of its later requests (with
-    `MCP-Protocol-Version` only from 2025-06-18 on, as clients send it)."""
-    init = http.post(
-        "/mcp",
-        headers={"accept": accept},
-        json={
-            "jsonrpc": "2.0",
-            "id": 0,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": revision,
-                "capabilities": {},
-                "clientInfo": {"name": "batcher", "version": "1"},
-            },
-        },
-    )
-    assert init.status_code == 200, init.text
-    headers = {"accept": accept, "mcp-session-id": init.headers["mcp-session-id"]}
-    if revision >= "2025-06-18":
-        headers["mcp-protocol-version"] = revision
-    notified = http.post(
-        "/mcp", headers=headers, json={"jsonrpc": "2.0", "method": "notifications/initialized"}
-    )
-    assert notified.status_code == 202
-    return headers
-
-
-def _events(body: str) -> list[dict[str, Any]]:
-    return [
-        json.loads(line.removeprefix("data:").strip())
-        for line in body.splitlines()
-        if line.startswith("data:")
-    ]
 
 
 def _by_id(messages: list[dict[str, Any]]) -> dict[Any, dict[str, Any]]:
@@ -73,7 +36,7 @@ def _call(id_: int, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
 
 def test_a_batch_is_answered_as_one_stream_of_its_responses(gateway: str) -> None:
     with httpx.Client(base_url=gateway, timeout=30) as http:
-        headers = _initialize(http, "2025-03-26")
+        headers = open_session(http, "2025-03-26")
         batch = [
             {"jsonrpc": "2.0", "id": 1, "method": "ping"},
             {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
@@ -83,7 +46,7 @@ def test_a_batch_is_answered_as_one_stream_of_its_responses(gateway: str) -> Non
         answered = http.post("/mcp", headers=headers, json=batch)
         assert answered.status_code == 200, answered.text
         assert answered.headers["content-type"].startswith("text/event-stream")
-        replies = _by_id(_events(answered.text))
+        replies = _by_id(events(answered.text))
         assert set(replies) == {1, 2, 3}  # the notification gets none
         assert replies[1]["result"] == {}
         assert len(replies[2]["result"]["tools"]) == len(TOOLS)
@@ -92,13 +55,13 @@ def test_a_batch_is_answered_as_one_stream_of_its_responses(gateway: str) -> Non
         found = http.post(
             "/mcp", headers=headers, json=[_call(4, "search", {"query": "batched words"})]
         )
-        hits = _events(found.text)[0]["result"]["structuredContent"]["results"]
+        hits = events(found.text)[0]["result"]["structuredContent"]["results"]
         assert [hit["source"] for hit in hits] == ["batched-note"]
 
 
 def test_a_client_that_accepts_only_json_gets_a_json_array(gateway: str) -> None:
     with httpx.Client(base_url=gateway, timeout=30) as http:
-        headers = _initialize(http, "2025-03-26", accept="application/json")
+        headers = open_session(http, "2025-03-26", accept="application/json")
         batch = [
             {"jsonrpc": "2.0", "id": "a", "method": "ping"},
             {"jsonrpc": "2.0", "id": "b", "method": "tools/call", "params": {"name": "nope"}},
@@ -112,7 +75,7 @@ def test_a_client_that_accepts_only_json_gets_a_json_array(gateway: str) -> None
 
 def test_a_batch_of_notifications_is_accepted_without_a_body(gateway: str) -> None:
     with httpx.Client(base_url=gateway, timeout=30) as http:
-        headers = _initialize(http, "2024-11-05")
+        headers = open_session(http, "2024-11-05")
         note = {"jsonrpc": "2.0", "method": "notifications/roots/list_changed"}
         answered = http.post("/mcp", headers=headers, json=[note, note])
     assert answered.status_code == 202 and answered.content == b""
@@ -132,7 +95,7 @@ def test_batches_mcp_forbids_are_refused_with_the_reason(
     gateway: str, batch: list[Any], says: str
 ) -> None:
     with httpx.Client(base_url=gateway, timeout=30) as http:
-        headers = _initialize(http, "2025-03-26")
+        headers = open_session(http, "2025-03-26")
         refused = http.post("/mcp", headers=headers, json=batch)
     assert refused.status_code == 400
     assert says in refused.json()["error"]["message"]
@@ -141,7 +104,7 @@ def test_batches_mcp_forbids_are_refused_with_the_reason(
 @pytest.mark.parametrize("revision", ["2025-06-18", "2025-11-25"])
 def test_a_batch_under_a_revision_without_batches_is_refused(gateway: str, revision: str) -> None:
     with httpx.Client(base_url=gateway, timeout=30) as http:
-        headers = _initialize(http, revision)
+        headers = open_session(http, revision)
         refused = http.post(
             "/mcp", headers=headers, json=[{"jsonrpc": "2.0", "id": 1, "method": "ping"}]
         )
@@ -153,7 +116,7 @@ def test_a_batch_under_a_revision_without_batches_is_refused(gateway: str, revis
 def test_a_batch_for_a_session_that_is_gone_gets_404(gateway: str) -> None:
     refused = httpx.post(
         gateway + "/mcp",
-        headers={"accept": BOTH, "mcp-session-id": "0" * 32},
+        headers={"accept": "application/json, text/event-stream", "mcp-session-id": "0" * 32},
         json=[{"jsonrpc": "2.0", "id": 1, "method": "ping"}],
     )
     assert refused.status_code == 404
@@ -173,16 +136,7 @@ async def test_a_batch_on_the_sse_transport_is_answered_on_the_stream(gateway: s
     ):
         events = _sse_lines(stream)
         endpoint = (await anext(events))["endpoint"]
-        init = {
-            "jsonrpc": "2.0",
-            "id": 0,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": "2024-11-05",
-                "capabilities": {},
-                "clientInfo": {"name": "batcher", "version": "1"},
-            },
-        }
+        init = initialize_message("2024-11-05")
         assert (await http.post(endpoint, json=init)).status_code == 202
         assert (await anext(events))["id"] == 0
         batch = [

@@ -29,6 +29,7 @@ from libs.contracts import TOOLS, WRITE_TOOLS
 from libs.formats import CONVERTIBLE_EXTENSIONS
 from services.gateway.transports import SPOKEN_VERSIONS
 from tests.fakes import FakeEmbedder, fake_gateway
+from tests.mcp_raw import events, initialize_message, open_session
 
 pytestmark = pytest.mark.integration
 
@@ -286,14 +287,6 @@ def test_an_unknown_protocol_version_is_refused_with_every_version_spoken(gatewa
     assert {"2024-11-05", "2025-06-18", "2025-11-25", "2026-07-28"} <= set(data["supported"])
 
 
-def _events(body: str) -> list[dict[str, Any]]:
-    return [
-        json.loads(line.removeprefix("data:").strip())
-        for line in body.splitlines()
-        if line.startswith("data:")
-    ]
-
-
 async def test_no_response_after_a_cancellation(gateway: str) -> None:
     """Raw streamable HTTP: start a slow call, cancel it, and read its stream to the end."""
     headers = {"accept": "application/json, text/event-stream"}
@@ -303,16 +296,7 @@ async def test_no_response_after_a_cancellation(gateway: str) -> None:
             init = await http.post(
                 "/mcp",
                 headers=headers,
-                json={
-                    "jsonrpc": "2.0",
-                    "id": 0,
-                    "method": "initialize",
-                    "params": {
-                        "protocolVersion": "2025-06-18",
-                        "capabilities": {},
-                        "clientInfo": {"name": "raw", "version": "1"},
-                    },
-                },
+                json=initialize_message("2025-06-18"),
             )
             headers["mcp-session-id"] = init.headers["mcp-session-id"]
             headers["mcp-protocol-version"] = "2025-06-18"
@@ -351,42 +335,14 @@ async def test_no_response_after_a_cancellation(gateway: str) -> None:
     finally:
         EMBEDDER.delay_s = 0.0
     assert stream.status_code == 200
-    answered = [e for e in _events(stream.text) if e.get("id") == 7]
+    answered = [e for e in events(stream.text) if e.get("id") == 7]
     assert answered == [], answered
-
-
-def _raw_initialize(http: httpx.Client, accept: str) -> dict[str, str]:
-    """A raw client's handshake with `accept` as its Accept header: the headers of its later
-    requests."""
-    headers = {"accept": accept}
-    init = http.post(
-        "/mcp",
-        headers=headers,
-        json={
-            "jsonrpc": "2.0",
-            "id": 0,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": "2025-11-25",
-                "capabilities": {},
-                "clientInfo": {"name": "raw", "version": "1"},
-            },
-        },
-    )
-    assert init.status_code == 200, init.text
-    headers |= {"mcp-session-id": init.headers["mcp-session-id"]}
-    headers |= {"mcp-protocol-version": "2025-11-25"}
-    done = http.post(
-        "/mcp", headers=headers, json={"jsonrpc": "2.0", "method": "notifications/initialized"}
-    )
-    assert done.status_code == 202
-    return headers
 
 
 @pytest.mark.parametrize("accept", ["application/json", "application/json;q=1.0, text/html"])
 def test_a_client_that_accepts_only_json_gets_json(gateway: str, accept: str) -> None:
     with httpx.Client(base_url=gateway, timeout=30) as http:
-        headers = _raw_initialize(http, accept)
+        headers = open_session(http, "2025-11-25", accept)
         listed = http.post(
             "/mcp", headers=headers, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
         )
@@ -427,12 +383,12 @@ def test_a_client_that_accepts_only_json_gets_json(gateway: str, accept: str) ->
 
 def test_a_client_that_accepts_only_an_event_stream_gets_one(gateway: str) -> None:
     with httpx.Client(base_url=gateway, timeout=30) as http:
-        headers = _raw_initialize(http, "text/event-stream")
+        headers = open_session(http, "2025-11-25", "text/event-stream")
         listed = http.post(
             "/mcp", headers=headers, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
         )
     assert listed.headers["content-type"].startswith("text/event-stream")
-    replies = [event for event in _events(listed.text) if event.get("id") == 1]
+    replies = [event for event in events(listed.text) if event.get("id") == 1]
     assert len(replies) == 1 and len(replies[0]["result"]["tools"]) == len(TOOLS)
 
 
