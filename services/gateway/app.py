@@ -36,6 +36,7 @@ from services.gateway.resource_metadata import challenge, metadata_routes
 from services.gateway.scopes import InsufficientScope
 from services.gateway.settings import GatewaySettings
 from services.gateway.tools import LibraryServer
+from services.gateway.transport_errors import TransportErrors
 from services.gateway.transports import StreamableGuards, sse_routes
 
 log = logging.getLogger(__name__)
@@ -153,10 +154,12 @@ def create_app(
     # install_common adds wraps them all. Innermost, the caller
     # whose writes the HTTP routes' reads must see (services.gateway.consistency); outside
     # it, a JSON-RPC batch is taken apart (services.gateway.batches) after the streamable
-    # HTTP corrections have looked at the request (services.gateway.transports).
+    # HTTP corrections have looked at the request (services.gateway.transports), and the
+    # transports' refusals are made to say what to do (services.gateway.transport_errors).
     app.add_middleware(ReadSessionMiddleware)
     app.add_middleware(JsonRpcBatches)
     app.add_middleware(StreamableGuards)
+    app.add_middleware(TransportErrors)
     app.add_middleware(
         BodyLimitMiddleware,
         max_bytes=settings.max_upload_bytes + _BODY_SLACK,
