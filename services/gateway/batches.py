@@ -25,14 +25,13 @@ import asyncio
 import json
 from typing import Any
 
-from starlette.responses import JSONResponse
+from mcp_types.jsonrpc import INVALID_REQUEST
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from services.gateway.transports import header, replies_in
+from services.gateway.transports import header, jsonrpc_error, replies_in
 
 # The first revision without batches.
 WITHOUT_BATCHES = "2025-06-18"
-INVALID_REQUEST = -32600
 
 
 class JsonRpcBatches:
@@ -64,7 +63,7 @@ class JsonRpcBatches:
             return
         refusal = _refusal(batch, header(scope, b"mcp-protocol-version") if on_streamable else None)
         if refusal is not None:
-            await _invalid(refusal)(scope, receive, send)
+            await jsonrpc_error(400, INVALID_REQUEST, refusal)(scope, receive, send)
             return
         answers = await _each_alone(self.app, scope, batch)
         if on_streamable:
@@ -84,11 +83,6 @@ def _refusal(batch: list[Any], revision: str | None) -> str | None:
     if any(isinstance(m, dict) and m.get("method") == "initialize" for m in batch):
         return "initialize must not be part of a JSON-RPC batch: send it in a POST of its own"
     return None
-
-
-def _invalid(message: str) -> JSONResponse:
-    error = {"code": INVALID_REQUEST, "message": message}
-    return JSONResponse({"jsonrpc": "2.0", "id": None, "error": error}, status_code=400)
 
 
 async def _read(receive: Receive) -> tuple[bytes, Receive]:

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import json
 
+from mcp_types.jsonrpc import INVALID_REQUEST
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-INVALID_REQUEST = -32600
+from services.gateway.transports import header, jsonrpc_error
+
 # The SDK's words in a refusal → the status and the message sent instead.
 REWRITES: dict[bytes, tuple[int, str]] = {
     b"Invalid Content-Type header": (
@@ -65,10 +67,8 @@ class TransportErrors:
 
 
 def _content_type(scope: Scope) -> str:
-    for key, value in scope.get("headers") or []:
-        if key.lower() == b"content-type":
-            return repr(bytes(value).decode("latin-1"))
-    return "none"
+    sent = header(scope, b"content-type")
+    return repr(sent) if sent is not None else "none"
 
 
 def _clearer(scope: Scope, send: Send) -> Send:
@@ -96,8 +96,11 @@ def _clearer(scope: Scope, send: Send) -> Send:
             await send({**message, "body": bytes(body)})
             return
         status, text = rewrite
-        error = {"code": INVALID_REQUEST, "message": text.format(content_type=_content_type(scope))}
-        data = json.dumps({"jsonrpc": "2.0", "id": None, "error": error}).encode()
+        data = bytes(
+            jsonrpc_error(
+                status, INVALID_REQUEST, text.format(content_type=_content_type(scope))
+            ).body
+        )
         headers = [
             (k, v)
             for k, v in start.get("headers") or []

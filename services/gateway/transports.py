@@ -127,21 +127,21 @@ def _number(text: str) -> float | None:
         return None
 
 
+def jsonrpc_error(status: int, code: int, message: str, data: Any = None) -> JSONResponse:
+    """A refusal in JSON-RPC's shape (no request id: the request was not taken)."""
+    error: dict[str, Any] = {"code": code, "message": message}
+    if data is not None:
+        error["data"] = data
+    return JSONResponse({"jsonrpc": "2.0", "id": None, "error": error}, status_code=status)
+
+
 def _unsupported_version(requested: str) -> JSONResponse:
-    return JSONResponse(
-        {
-            "jsonrpc": "2.0",
-            "id": None,
-            "error": {
-                "code": UNSUPPORTED_PROTOCOL_VERSION,
-                "message": (
-                    f"Unsupported protocol version {requested!r}; this server speaks "
-                    + ", ".join(SPOKEN_VERSIONS)
-                ),
-                "data": {"supported": list(SPOKEN_VERSIONS), "requested": requested},
-            },
-        },
-        status_code=400,
+    return jsonrpc_error(
+        400,
+        UNSUPPORTED_PROTOCOL_VERSION,
+        f"Unsupported protocol version {requested!r}; this server speaks "
+        + ", ".join(SPOKEN_VERSIONS),
+        {"supported": list(SPOKEN_VERSIONS), "requested": requested},
     )
 
 
