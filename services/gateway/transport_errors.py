@@ -15,7 +15,7 @@ import json
 from mcp_types.jsonrpc import INVALID_REQUEST
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from services.gateway.transports import header, jsonrpc_error
+from services.gateway.transports import header, jsonrpc_error, rewriting
 
 # The SDK's words in a refusal → the status and the message sent instead.
 REWRITES: dict[bytes, tuple[int, str]] = {
@@ -72,45 +72,18 @@ def _content_type(scope: Scope) -> str:
 
 
 def _clearer(scope: Scope, send: Send) -> Send:
-    held: Message | None = None
-    body = bytearray()
-
-    async def clearer(message: Message) -> None:
-        nonlocal held
-        if message["type"] == "http.response.start":
-            if message["status"] in (400, 404):
-                held = message
-                return
-            await send(message)
-            return
-        if held is None or message["type"] != "http.response.body":
-            await send(message)
-            return
-        body.extend(message.get("body", b""))
-        if message.get("more_body", False) and len(body) <= _LONGEST:
-            return
-        rewrite = _rewrite(bytes(body)) if len(body) <= _LONGEST else None
-        start, held = held, None
+    def clearer(start: Message, body: bytes) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+        headers = list(start.get("headers") or [])
+        rewrite = _rewrite(body)
         if rewrite is None:
-            await send(start)
-            await send({**message, "body": bytes(body)})
-            return
+            return start["status"], headers, body
         status, text = rewrite
-        data = bytes(
-            jsonrpc_error(
-                status, INVALID_REQUEST, text.format(content_type=_content_type(scope))
-            ).body
-        )
-        headers = [
-            (k, v)
-            for k, v in start.get("headers") or []
-            if k.lower() not in (b"content-type", b"content-length")
-        ]
-        headers += [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(data))]
-        await send({"type": "http.response.start", "status": status, "headers": headers})
-        await send({"type": "http.response.body", "body": data})
+        message = text.format(content_type=_content_type(scope))
+        data = bytes(jsonrpc_error(status, INVALID_REQUEST, message).body)
+        headers = [(k, v) for k, v in headers if k.lower() != b"content-type"]
+        return status, [*headers, (b"content-type", b"application/json")], data
 
-    return clearer
+    return rewriting(send, lambda start: start["status"] in (400, 404), clearer, _LONGEST)
 
 
 def _rewrite(body: bytes) -> tuple[int, str] | None:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
 from mcp.server.lowlevel import Server
@@ -193,19 +194,22 @@ def replies_in(stream: bytes) -> list[bytes]:
     return replies
 
 
-def _as_json_reply(send: Send) -> Send:
-    """`send` for one POST whose client accepts JSON but no event stream: an event-stream
-    response is held to its end and sent as the JSON-RPC response it carries (an array when
-    it carries several; 202 and no body when none, a cancelled request's). Any other response
-    (202 for a notification, an error) goes through as it is."""
+def rewriting(
+    send: Send,
+    holds: Callable[[Message], bool],
+    rewrite: Callable[[Message, bytes], tuple[int, list[tuple[bytes, bytes]], bytes]],
+    limit: int | None = None,
+) -> Send:
+    """`send` for one response: one whose start `holds` is held to its end and sent as the
+    status, headers and body `rewrite` makes of its start and body (the length set); one
+    longer than `limit` bytes goes on as it was, as does any other."""
     start: Message | None = None
-    stream = bytearray()
+    body = bytearray()
 
-    async def held(message: Message) -> None:
+    async def rewritten(message: Message) -> None:
         nonlocal start
         if message["type"] == "http.response.start":
-            content_type = dict(message.get("headers") or []).get(b"content-type", b"")
-            if bytes(content_type).startswith(b"text/event-stream"):
+            if holds(message):
                 start = message
                 return
             await send(message)
@@ -213,23 +217,47 @@ def _as_json_reply(send: Send) -> Send:
         if start is None or message["type"] != "http.response.body":
             await send(message)
             return
-        stream.extend(message.get("body", b""))
+        held = start
+        body.extend(message.get("body", b""))
+        if limit is not None and len(body) > limit:
+            start = None
+            await send(held)
+            await send({**message, "body": bytes(body)})
+            return
         if message.get("more_body", False):
             return
-        headers = [
-            (k, v) for k, v in start.get("headers") or [] if k.lower() not in _STREAM_HEADERS
-        ]
-        replies = replies_in(bytes(stream))
-        if not replies:
-            await send({"type": "http.response.start", "status": 202, "headers": headers})
-            await send({"type": "http.response.body", "body": b""})
-            return
-        data = replies[0] if len(replies) == 1 else b"[" + b",".join(replies) + b"]"
-        headers += [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(data))]
-        await send({"type": "http.response.start", "status": start["status"], "headers": headers})
+        start = None
+        status, headers, data = rewrite(held, bytes(body))
+        headers = [(k, v) for k, v in headers if k.lower() != b"content-length"]
+        headers.append((b"content-length", b"%d" % len(data)))
+        await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": data})
 
-    return held
+    return rewritten
+
+
+def _is_stream(start: Message) -> bool:
+    content_type = dict(start.get("headers") or []).get(b"content-type", b"")
+    return bytes(content_type).startswith(b"text/event-stream")
+
+
+def _one_json_reply(start: Message, stream: bytes) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+    """The JSON-RPC response an event stream carries, as a JSON body (an array when it carries
+    several; 202 and no body when none, a cancelled request's)."""
+    headers = [(k, v) for k, v in start.get("headers") or [] if k.lower() not in _STREAM_HEADERS]
+    replies = replies_in(stream)
+    if not replies:
+        return 202, headers, b""
+    data = replies[0] if len(replies) == 1 else b"[" + b",".join(replies) + b"]"
+    return start["status"], [*headers, (b"content-type", b"application/json")], data
+
+
+def _as_json_reply(send: Send) -> Send:
+    """`send` for one POST whose client accepts JSON but no event stream: an event-stream
+    response is held to its end and sent as the JSON-RPC response it carries
+    (`_one_json_reply`). Any other response (202 for a notification, an error) goes through
+    as it is."""
+    return rewriting(send, _is_stream, _one_json_reply)
 
 
 def _without_cancelled_replies(send: Send) -> Send:
