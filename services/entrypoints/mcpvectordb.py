@@ -27,6 +27,7 @@ async def _run_stdio(settings: GatewaySettings) -> None:
 
     from services.entrypoints.inprocess import inprocess_ports
     from services.gateway.library import Library
+    from services.gateway.stdio_lines import serve_lines
     from services.gateway.tools import LibraryServer
 
     async with inprocess_ports(settings) as ports:
@@ -34,8 +35,9 @@ async def _run_stdio(settings: GatewaySettings) -> None:
         server = LibraryServer(lambda: library).server
         await library.start()
         try:
+            options = server.create_initialization_options()
             async with stdio_server() as (read, write):
-                await server.run(read, write, server.create_initialization_options())
+                await serve_lines(lambda r, w: server.run(r, w, options), read, write)
         finally:
             await library.aclose()
 

@@ -61,7 +61,9 @@ class JsonRpcBatches:
         except ValueError:  # not JSON: the SDK says so
             await self.app(scope, _replay(body, receive), send)
             return
-        refusal = _refusal(batch, header(scope, b"mcp-protocol-version") if on_streamable else None)
+        refusal = batch_refusal(
+            batch, header(scope, b"mcp-protocol-version") if on_streamable else None
+        )
         if refusal is not None:
             await jsonrpc_error(400, INVALID_REQUEST, refusal)(scope, receive, send)
             return
@@ -72,16 +74,20 @@ class JsonRpcBatches:
             await next((a for a in answers if a.status >= 400), answers[0]).resend(send)
 
 
-def _refusal(batch: list[Any], revision: str | None) -> str | None:
+def batch_refusal(
+    batch: list[Any], revision: str | None, alone: str = "in a POST of its own"
+) -> str | None:
+    """Why `batch` cannot be taken in a session at `revision` (None: not known, or before
+    the header carried it), or None; `alone` says how a message is sent on its own."""
     if revision is not None and revision >= WITHOUT_BATCHES:
         return (
             f"JSON-RPC batches are not part of MCP {revision} (they were removed in "
-            f"{WITHOUT_BATCHES}): send each message in a POST of its own"
+            f"{WITHOUT_BATCHES}): send each message {alone}"
         )
     if not batch:
         return "an empty JSON-RPC batch: send at least one message"
     if any(isinstance(m, dict) and m.get("method") == "initialize" for m in batch):
-        return "initialize must not be part of a JSON-RPC batch: send it in a POST of its own"
+        return f"initialize must not be part of a JSON-RPC batch: send it {alone}"
     return None
 
 
