@@ -33,6 +33,8 @@ REQUEST_HEADERS = (
     "content-type",
     "mcp-session-id",
     "mcp-protocol-version",
+    "mcp-method",  # 2026-07-28 names each request's method and tool in headers
+    "mcp-name",
     "last-event-id",
     "x-request-id",
 )

@@ -38,7 +38,7 @@ def _preflight(gateway: str, origin: str, **extra: str) -> httpx.Response:
             "Origin": origin,
             "Access-Control-Request-Method": "POST",
             "Access-Control-Request-Headers": (
-                "authorization,content-type,mcp-session-id,mcp-protocol-version"
+                "authorization,content-type,mcp-session-id,mcp-protocol-version,mcp-method,mcp-name"
             ),
             **extra,
         },
@@ -54,7 +54,8 @@ def test_a_preflight_from_an_allowed_origin_is_answered_without_a_token(
     assert answered.headers["access-control-allow-origin"] == origin
     assert "POST" in answered.headers["access-control-allow-methods"]
     allowed = answered.headers["access-control-allow-headers"].lower()
-    for name in ("authorization", "content-type", "mcp-session-id", "mcp-protocol-version"):
+    sent = ("authorization", "content-type", "mcp-session-id", "mcp-protocol-version")
+    for name in (*sent, "mcp-method", "mcp-name"):  # the last two: 2026-07-28's
         assert name in allowed, name
 
 
