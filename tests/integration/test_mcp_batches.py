@@ -156,3 +156,28 @@ def test_a_batch_for_an_sse_session_that_is_gone_gets_404(gateway: str) -> None:
         json=[{"jsonrpc": "2.0", "id": 1, "method": "ping"}],
     )
     assert refused.status_code == 404
+
+
+@pytest.fixture(scope="module")
+def guarded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with fake_gateway(tmp_path_factory, read_only_token=["read-token"]) as url:
+        yield url
+
+
+def test_a_batch_carries_its_callers_access_to_every_message(guarded: str) -> None:
+    """A read-only token's batch: the read is answered, the write refused, as alone."""
+    token = {"Authorization": "Bearer read-token"}
+    with httpx.Client(base_url=guarded, timeout=30, headers=token) as http:
+        headers = open_session(http, "2025-03-26")
+        batch = [
+            _call(1, "list_libraries", {}),
+            _call(2, "ingest_content", {"content": "not allowed", "source": "ro-note"}),
+        ]
+        answered = http.post("/mcp", headers=headers, json=batch)
+        replies = _by_id(events(answered.text))
+        assert "libraries" in replies[1]["result"]["structuredContent"]
+        refused = replies[2]["result"]
+        assert refused["isError"] is True
+        assert refused["structuredContent"]["error_code"] == "forbidden"
+        without = httpx.post(guarded + "/mcp", headers=headers, json=batch)
+    assert without.status_code == 401  # no token, no batch
