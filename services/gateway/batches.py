@@ -4,17 +4,18 @@ MCP 2025-03-26 says a server must receive JSON-RPC batches: a POST whose body is
 of messages. 2025-06-18 took them out, and the SDK refuses every array as an invalid message.
 A client that negotiated an older revision may still send one, so:
 
-- Streamable HTTP (`/mcp`): each message of the batch is posted to the SDK's transport on its
-  own, all side by side, as the same request otherwise; the responses to the batch's requests
-  come back together as one event stream (`StreamableGuards`, outside this, makes that a
-  JSON array for a client that accepts only JSON). A batch of notifications and responses
-  alone is answered 202. A batch the session cannot take (it is gone: 404) gets that answer.
-- SSE (`/messages/`): each message is posted to the session on its own; the responses come
-  on the session's stream, as every response does there. The POST is answered 202, or as
-  the first message the SDK refused was (an unknown session: 404).
+- Streamable HTTP (`/mcp`): each message of the batch is posted to the SDK's transport on
+  its own, at most `SIDE_BY_SIDE` at once, as the same request otherwise; the responses to
+  the batch's requests come back together as one event stream (`StreamableGuards`, outside
+  this, makes that a JSON array for a client that accepts only JSON). A batch of
+  notifications and responses alone is answered 202. A batch the session cannot take (it is
+  gone: 404) gets that answer.
+- SSE (`/messages/`): each message is posted to the session on its own, the same way; the
+  responses come on the session's stream, as every response does there. The POST is answered
+  202, or as the first message the SDK refused was (an unknown session: 404).
 - Refused with 400 and a JSON-RPC error that says why: a batch on `/mcp` under a revision
   without batches (an `MCP-Protocol-Version` header of 2025-06-18 or later), an empty batch,
-  and an `initialize` inside a batch (MCP forbids it).
+  one of more than `MAX_BATCH` messages, and an `initialize` inside a batch (MCP forbids it).
 
 Every other request goes through untouched, its body replayed as it was read.
 """
@@ -32,6 +33,9 @@ from services.gateway.transports import header, jsonrpc_error, replies_in
 
 # The first revision without batches.
 WITHOUT_BATCHES = "2025-06-18"
+# The most messages one batch may hold, and how many of them run side by side.
+MAX_BATCH = 100
+SIDE_BY_SIDE = 8
 
 
 class JsonRpcBatches:
@@ -86,6 +90,11 @@ def batch_refusal(
         )
     if not batch:
         return "an empty JSON-RPC batch: send at least one message"
+    if len(batch) > MAX_BATCH:
+        return (
+            f"a JSON-RPC batch of {len(batch)} messages; at most {MAX_BATCH} are taken at once: "
+            "split it"
+        )
     if any(isinstance(m, dict) and m.get("method") == "initialize" for m in batch):
         return f"initialize must not be part of a JSON-RPC batch: send it {alone}"
     return None
@@ -147,8 +156,10 @@ class _Answer:
 
 
 async def _each_alone(app: ASGIApp, scope: Scope, batch: list[Any]) -> list[_Answer]:
-    """Each message of `batch` posted to `app` on its own, side by side; their answers."""
+    """Each message of `batch` posted to `app` on its own, `SIDE_BY_SIDE` at a time; their
+    answers, in the batch's order."""
     done = asyncio.Event()
+    turns = asyncio.Semaphore(SIDE_BY_SIDE)
 
     async def one(message: Any) -> _Answer:
         answer = _Answer()
@@ -160,7 +171,8 @@ async def _each_alone(app: ASGIApp, scope: Scope, batch: list[Any]) -> list[_Ans
             await done.wait()
             return {"type": "http.disconnect"}
 
-        await app(alone, _replay(body, until_done), answer.send)
+        async with turns:
+            await app(alone, _replay(body, until_done), answer.send)
         return answer
 
     try:

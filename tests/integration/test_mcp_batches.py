@@ -86,6 +86,10 @@ def test_a_batch_of_notifications_is_accepted_without_a_body(gateway: str) -> No
     [
         ([], "empty JSON-RPC batch"),
         (
+            [{"jsonrpc": "2.0", "id": n, "method": "ping"} for n in range(101)],
+            "a JSON-RPC batch of 101 messages; at most 100",
+        ),
+        (
             [{"jsonrpc": "2.0", "id": 9, "method": "initialize", "params": {}}],
             "initialize must not be part of a JSON-RPC batch",
         ),
