@@ -245,3 +245,68 @@ def test_word_and_powerpoint_members_of_a_zip_are_read(converter: DocumentConver
     markdown = converter.convert(buffer.getvalue(), "bundle.zip").markdown
     assert "| Cuisson | 45 min | 150 °C |" in markdown
     assert "Mention the Lyon lease signing date." in markdown
+
+
+def excel_web_page(sheets: list[tuple[str, str]], *, listed: bool = True) -> bytes:
+    """A workbook as Excel's "Single File Web Page" writes it: a frameset page that links
+    each sheet (`shLink`) and names it (`c_rgszSh`), a part per sheet and a tab strip, under
+    `file:///C:/Reports/` locations."""
+    boundary = "----=_NextPart_01DA0000.12345678"
+    links = "".join(
+        f'<link id="shLink" href="Book1_files/sheet{n:03d}.htm">\n'
+        for n in range(1, len(sheets) + 1)
+        if listed
+    )
+    names = "".join(f' c_rgszSh[{n}] = "{name}";\n' for n, (name, _) in enumerate(sheets))
+    frameset = (
+        '<html xmlns:x="urn:schemas-microsoft-com:office:excel">\n<head>\n'
+        '<meta name="Excel Workbook Frameset">\n<title>Crew rota</title>\n'
+        f'{links}<script language="JavaScript">\n var c_rgszSh=new Array({len(sheets)});\n'
+        f"{names}</script>\n</head>\n"
+        '<frameset rows="*,39" border=0 width=0 frameborder=no framespacing=0>\n'
+        ' <frame src="Book1_files/sheet001.htm" name="frSheet">\n'
+        ' <frame src="Book1_files/tabstrip.htm" name="frTabs">\n</frameset>\n</html>\n'
+    )
+    parts = [
+        ("Book1.htm", frameset),
+        ("Book1_files/tabstrip.htm", "<html><body>tabs</body></html>"),
+    ]
+    parts += [
+        (f"Book1_files/sheet{n:03d}.htm", f"<html><body><table>{rows}</table></body></html>")
+        for n, (_, rows) in enumerate(sheets, start=1)
+    ]
+    text = (
+        "MIME-Version: 1.0\r\nX-Document-Type: Workbook\r\n"
+        f'Content-Type: multipart/related; boundary="{boundary}"\r\n\r\n'
+        "This document is a Single File Web Page, also known as a Web Archive file.\r\n"
+    )
+    for location, body in parts:
+        text += (
+            f"\r\n--{boundary}\r\nContent-Location: file:///C:/Reports/{location}\r\n"
+            'Content-Transfer-Encoding: 8bit\r\nContent-Type: text/html; charset="utf-8"\r\n'
+            f"\r\n{body}\r\n"
+        )
+    return (text + f"\r\n--{boundary}--\r\n").encode()
+
+
+SHEETS = [
+    ("Monday", "<tr><td>Boat</td><td>Crew</td></tr><tr><td>Skálholt</td><td>4</td></tr>"),
+    ("Tuesday", "<tr><td>Boat</td><td>Crew</td></tr><tr><td>Herjólfur</td><td>6</td></tr>"),
+]
+
+
+@pytest.mark.parametrize("listed", [True, False])
+def test_a_workbook_saved_as_a_web_page_keeps_every_sheet(
+    converter: DocumentConverter, listed: bool
+) -> None:
+    """Every sheet under its name, in order, whether the frameset lists its sheets or the
+    file's parts are all there is to go by (then the tab strip is left out)."""
+    document = converter.convert(excel_web_page(SHEETS, listed=listed), "rota.xls")
+    markdown = document.markdown
+    assert "| Skálholt | 4 |" in markdown and "| Herjólfur | 6 |" in markdown
+    monday, tuesday = markdown.index("## Monday"), markdown.index("## Tuesday")
+    assert monday < markdown.index("Skálholt") < tuesday < markdown.index("Herjólfur")
+    assert "tabs" not in markdown
+    assert (document.title, document.file_type) == ("Crew rota", "xls")
+    alone = converter.convert(excel_web_page(SHEETS[:1]), "monday.mht")
+    assert "| Skálholt | 4 |" in alone.markdown and "Herjólfur" not in alone.markdown
