@@ -50,7 +50,7 @@ async def serve_lines(serve: Serve, read: Any, write: Any) -> None:
                 for error in refused:
                     await write.send(SessionMessage(error))
 
-    async with anyio.create_task_group() as tasks:
+    async with receive, anyio.create_task_group() as tasks:
         tasks.start_soon(pump)
         await serve(receive, write)
         tasks.cancel_scope.cancel()
