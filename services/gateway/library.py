@@ -131,7 +131,10 @@ def upload_name(filename: str) -> str:
     """Reduce a client-side path (Windows or POSIX) to its base name and check the type."""
     name = filename.replace("\\", "/").rsplit("/", 1)[-1].strip()
     if not name or name in (".", ".."):
-        raise InvalidInputError("the uploaded file has no usable file name")
+        raise InvalidInputError(
+            f"the uploaded file has no usable file name ({filename!r}): send it with its "
+            "name, as curl -F file=@report.pdf does; its type is read from the name"
+        )
     check_convertible(name)
     return name
 

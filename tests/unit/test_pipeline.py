@@ -200,8 +200,9 @@ def test_upload_names_lose_their_client_paths(raw: str, expected: str) -> None:
 def test_upload_names_must_be_supported() -> None:
     with pytest.raises(UnsupportedFormatError, match="supported"):
         upload_name("C:\\tmp\\random.bin")
-    with pytest.raises(InvalidInputError):
-        upload_name("C:\\tmp\\")
+    for nameless in ("C:\\tmp\\", "", " ", ".."):
+        with pytest.raises(InvalidInputError, match=r"no usable file name .*-F file=@report\.pdf"):
+            upload_name(nameless)
 
 
 class _FailingOnce(FakeEmbedder):
