@@ -29,7 +29,7 @@ from typing import Any
 from mcp_types.jsonrpc import INVALID_REQUEST
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from services.gateway.transports import header, jsonrpc_error, replies_in
+from services.gateway.transports import header, is_event_stream, jsonrpc_error, replies_in
 
 # The first revision without batches.
 WITHOUT_BATCHES = "2025-06-18"
@@ -57,13 +57,9 @@ class JsonRpcBatches:
             await self.app(scope, receive, send)
             return
         body, receive = await _read(receive)
-        if not body.lstrip().startswith(b"["):
+        batch = _batch_in(body)
+        if batch is None:  # one message, or not JSON (the SDK says so): as it came
             await self.app(scope, receive, send)
-            return
-        try:
-            batch = json.loads(body)
-        except ValueError:  # not JSON: the SDK says so
-            await self.app(scope, _replay(body, receive), send)
             return
         refusal = batch_refusal(
             batch, header(scope, b"mcp-protocol-version") if on_streamable else None
@@ -76,6 +72,17 @@ class JsonRpcBatches:
             await _answer(answers, send)
         else:  # the responses are on the session's stream; a refusal is the first one
             await next((a for a in answers if a.status >= 400), answers[0]).resend(send)
+
+
+def _batch_in(body: bytes) -> list[Any] | None:
+    """The messages of a body that is a JSON array, else None."""
+    if not body.lstrip().startswith(b"["):
+        return None
+    try:
+        batch = json.loads(body)
+    except ValueError:
+        return None
+    return batch if isinstance(batch, list) else None
 
 
 def batch_refusal(
@@ -147,9 +154,9 @@ class _Answer:
 
     def replies(self) -> list[bytes]:
         """The JSON-RPC messages it carries: its events' data, or its JSON body."""
-        content_type = dict(self.headers).get(b"content-type", b"")
-        if bytes(content_type).startswith(b"text/event-stream"):
+        if is_event_stream({"headers": self.headers}):
             return replies_in(bytes(self.body))
+        content_type = dict(self.headers).get(b"content-type", b"")
         if bytes(content_type).startswith(b"application/json") and self.body.strip():
             return [bytes(self.body)]
         return []

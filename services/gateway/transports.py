@@ -236,7 +236,8 @@ def rewriting(
     return rewritten
 
 
-def _is_stream(start: Message) -> bool:
+def is_event_stream(start: Message) -> bool:
+    """Whether a response's start (`http.response.start`) announces an event stream."""
     content_type = dict(start.get("headers") or []).get(b"content-type", b"")
     return bytes(content_type).startswith(b"text/event-stream")
 
@@ -257,7 +258,7 @@ def _as_json_reply(send: Send) -> Send:
     response is held to its end and sent as the JSON-RPC response it carries
     (`_one_json_reply`). Any other response (202 for a notification, an error) goes through
     as it is."""
-    return rewriting(send, _is_stream, _one_json_reply)
+    return rewriting(send, is_event_stream, _one_json_reply)
 
 
 def _without_cancelled_replies(send: Send) -> Send:
@@ -269,8 +270,7 @@ def _without_cancelled_replies(send: Send) -> Send:
     async def filtered(message: Message) -> None:
         nonlocal streaming, pending
         if message["type"] == "http.response.start":
-            content_type = dict(message.get("headers") or []).get(b"content-type", b"")
-            streaming = bytes(content_type).startswith(b"text/event-stream")
+            streaming = is_event_stream(message)
             await send(message)
             return
         if message["type"] != "http.response.body" or not streaming:
