@@ -57,8 +57,8 @@ class S3Server:
 
 
 @contextmanager
-def s3_server(log_dir: Path) -> Iterator[S3Server]:
-    port = free_port()
+def s3_server(log_dir: Path, port: int | None = None) -> Iterator[S3Server]:
+    port = port or free_port()
     env = dict(os.environ)
     env.update(
         {

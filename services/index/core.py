@@ -52,6 +52,10 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
+# How long a readiness check waits for the store to open or answer before saying so: less
+# than the probes' own timeouts (3 s in deploy/k3s), so that the reason is what they record.
+READY_WAIT_S = 2.0
+
 
 class _Arrival:
     """An awaitable of the query vector that notes when it came (`perf_counter`)."""
@@ -73,6 +77,8 @@ class IndexCore(AsyncLifecycle):
         self.settings = settings
         self._store: IndexStore | None = None
         self._open_lock: asyncio.Lock | None = None
+        self._opening: asyncio.Future[IndexStore] | None = None  # started by `ready`
+        self._open_failure: str | None = None
         self._wake: asyncio.Event | None = None
         self._maintenance: asyncio.Task[None] | None = None
         self._closed = False
@@ -95,11 +101,14 @@ class IndexCore(AsyncLifecycle):
                     raise
                 except Exception as exc:
                     where = shown_uri(self.settings)
-                    raise StoreError(
+                    failure = StoreError(
                         f"could not open the LanceDB store at {where!r}: {exc}; check "
                         "LANCEDB_URI and LANCEDB_STORAGE_OPTIONS (or the AWS_* variables), and "
                         "that the path or bucket exists and is writable"
-                    ) from exc
+                    )
+                    self._open_failure = failure.message
+                    raise failure from exc
+                self._open_failure = None
                 self._wake = asyncio.Event()
                 task = self._follow(store) if store.read_only else self._write_side(store)
                 self._maintenance = asyncio.create_task(task)
@@ -266,11 +275,35 @@ class IndexCore(AsyncLifecycle):
         return await self._run(lambda store: store.delete_jobs(finished_before))
 
     async def ready(self) -> tuple[bool, str]:
-        """Opens the store if needed (in-process callers may ask before any other call)."""
-        try:
-            store = await self.start()
-            return True, await anyio.to_thread.run_sync(store.ping)
-        except MvdbError as exc:
-            return False, exc.message
-        except Exception as exc:
+        """Opens the store if needed (in-process callers may ask before any other call), and
+        answers within `READY_WAIT_S` whatever the store does: an object store that does not
+        answer (its server down, its name not resolving) has LanceDB retry for minutes. The
+        open goes on meanwhile, and a later call sees how it ended."""
+        where = shown_uri(self.settings)
+        if self._store is None:
+            if self._opening is None or self._opening.done():
+                self._opening = asyncio.ensure_future(self.start())
+                self._opening.add_done_callback(_retrieved)
+            await asyncio.wait({self._opening}, timeout=READY_WAIT_S)
+            if not self._opening.done():
+                last = f"; the last try failed: {self._open_failure}" if self._open_failure else ""
+                return False, f"the store at {where!r} is still opening{last}"
+            if self._store is None:
+                return False, self._open_failure or f"the store at {where!r} did not open"
+        store = self._store
+        ping = asyncio.ensure_future(asyncio.to_thread(store.ping))
+        ping.add_done_callback(_retrieved)
+        await asyncio.wait({ping}, timeout=READY_WAIT_S)
+        if not ping.done():
+            return False, f"the store at {where!r} did not answer within {READY_WAIT_S:g} s"
+        if (exc := ping.exception()) is not None:
+            if isinstance(exc, MvdbError):
+                return False, exc.message
             return False, f"LanceDB unavailable: {type(exc).__name__}: {exc}"
+        return True, ping.result()
+
+
+def _retrieved(future: asyncio.Future[Any]) -> None:
+    """Marks a background future's failure as seen (`ready` reports it its own way)."""
+    if not future.cancelled():
+        future.exception()
