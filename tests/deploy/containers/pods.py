@@ -13,7 +13,7 @@ manifests as `kubectl kustomize` renders them:
 - the environment: the `kubernetes` Service's variables a kubelet always sets, every Service's
   link variables unless `enableServiceLinks: false`, `envFrom` (ConfigMaps, Secrets) and then
   `env` (`value`, `configMapKeyRef`, `secretKeyRef`, the pod's name and namespace), `$(VAR)`
-  expanded;
+  expanded (`podspec`, which also turns the security context into `docker run` options);
 - the security context: `runAsUser`/`runAsGroup` (`--user`), `fsGroup` (a supplementary group
   owning the pod's volumes, setgid, as the kubelet sets them), `runAsNonRoot` (refused for a
   root user), `readOnlyRootFilesystem`, `allowPrivilegeEscalation: false`, dropped
@@ -40,10 +40,8 @@ being skipped.
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import hashlib
-import re
 import shutil
 import subprocess
 import time
@@ -55,42 +53,17 @@ from pathlib import Path
 from typing import Any
 
 from tests.deploy.containers.engine import Docker
+from tests.deploy.containers.podspec import (
+    KNOWN_CONTAINER_KEYS,
+    WORKLOADS,
+    Manifests,
+    Resource,
+    Unsupported,
+    labels_match,
+    quantity,
+    security_args,
+)
 from tests.servers import free_port
-
-Resource = dict[str, Any]
-WORKLOADS = ("Deployment", "StatefulSet")
-# The `kubernetes` Service's address in a k3s cluster (its default service CIDR).
-KUBERNETES_SERVICE = "10.43.0.1"
-_QUANTITY = re.compile(r"^([0-9.]+)(m|Ki|Mi|Gi|Ti|k|M|G|T)?$")
-_UNITS = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "k": 1e3, "M": 1e6, "G": 1e9}
-_KNOWN_CONTAINER_KEYS = {
-    "name", "image", "imagePullPolicy", "command", "args", "ports", "env", "envFrom",
-    "resources", "startupProbe", "readinessProbe", "livenessProbe", "securityContext",
-    "volumeMounts",
-}  # fmt: skip
-
-
-class Unsupported(Exception):
-    """A field of the manifests that this runner cannot carry out; the message names it."""
-
-
-def quantity(text: str | int | float) -> float:
-    """A Kubernetes quantity ("512Mi", "2Gi", "500m", "1") as a number (bytes or cores)."""
-    found = _QUANTITY.match(str(text))
-    if found is None:
-        raise Unsupported(f"quantity {text!r}")
-    number, unit = float(found.group(1)), found.group(2)
-    if unit == "m":
-        return number / 1000
-    return number * _UNITS.get(unit or "", 1)
-
-
-def _labels_match(selector: dict[str, str], labels: dict[str, str]) -> bool:
-    return all(labels.get(key) == value for key, value in selector.items())
-
-
-def _link_name(service: str) -> str:
-    return service.upper().replace("-", "_")
 
 
 @dataclass
@@ -128,92 +101,9 @@ class Pods:
         self.docker, self.resources, self.name, self.images = docker, resources, name, images
         self.workdir = workdir
         self.network = f"{name}-pods"
-        self.namespace = next(
-            (r["metadata"]["name"] for r in resources if r["kind"] == "Namespace"), "default"
-        )
+        self.manifests = Manifests(resources)
+        self.namespace = self.manifests.namespace
         self.pods: dict[str, Pod] = {}
-
-    # --- what the manifests hold ------------------------------------------------------------
-
-    def of_kind(self, kind: str) -> list[Resource]:
-        return [r for r in self.resources if r["kind"] == kind]
-
-    def _data(self, kind: str, name: str) -> dict[str, str]:
-        for resource in self.of_kind(kind):
-            if resource["metadata"]["name"] == name:
-                data = dict(resource.get("stringData") or {})
-                for key, value in (resource.get("data") or {}).items():
-                    data[key] = base64.b64decode(value).decode() if kind == "Secret" else value
-                return {key: str(value) for key, value in data.items()}
-        raise AssertionError(f"{kind} {name} is not in the manifests (the pod cannot start)")
-
-    def _replicas(self, workload: Resource) -> int:
-        replicas = int(workload["spec"].get("replicas", 1))
-        for hpa in self.of_kind("HorizontalPodAutoscaler"):
-            target = hpa["spec"]["scaleTargetRef"]
-            if (target["kind"], target["name"]) == (workload["kind"], workload["metadata"]["name"]):
-                replicas = max(replicas, int(hpa["spec"].get("minReplicas", 1)))
-        return replicas
-
-    def _services_of(self, labels: dict[str, str]) -> list[Resource]:
-        return [
-            s
-            for s in self.of_kind("Service")
-            if s["spec"].get("selector") and _labels_match(s["spec"]["selector"], labels)
-        ]
-
-    def _env(self, pod: Pod, container: dict[str, Any]) -> dict[str, str]:
-        env = {
-            "KUBERNETES_SERVICE_HOST": KUBERNETES_SERVICE,
-            "KUBERNETES_SERVICE_PORT": "443",
-            "KUBERNETES_SERVICE_PORT_HTTPS": "443",
-            "KUBERNETES_PORT": f"tcp://{KUBERNETES_SERVICE}:443",
-            "KUBERNETES_PORT_443_TCP": f"tcp://{KUBERNETES_SERVICE}:443",
-            "KUBERNETES_PORT_443_TCP_PROTO": "tcp",
-            "KUBERNETES_PORT_443_TCP_PORT": "443",
-            "KUBERNETES_PORT_443_TCP_ADDR": KUBERNETES_SERVICE,
-        }
-        if pod.spec.get("enableServiceLinks", True):
-            for number, service in enumerate(self.of_kind("Service"), start=2):
-                if service["spec"].get("clusterIP") == "None":
-                    continue
-                address, prefix = f"10.43.0.{number}", _link_name(service["metadata"]["name"])
-                ports = service["spec"]["ports"]
-                env[f"{prefix}_SERVICE_HOST"] = address
-                env[f"{prefix}_SERVICE_PORT"] = str(ports[0]["port"])
-                env[f"{prefix}_PORT"] = f"tcp://{address}:{ports[0]['port']}"
-                for port in ports:
-                    link = f"{prefix}_PORT_{port['port']}_TCP"
-                    env[link] = f"tcp://{address}:{port['port']}"
-                    env |= {f"{link}_PROTO": "tcp", f"{link}_PORT": str(port["port"])}
-                    env[f"{link}_ADDR"] = address
-        for source in container.get("envFrom", []):
-            prefix = source.get("prefix", "")
-            if "configMapRef" in source:
-                found = self._data("ConfigMap", source["configMapRef"]["name"])
-            elif "secretRef" in source:
-                found = self._data("Secret", source["secretRef"]["name"])
-            else:
-                raise Unsupported(f"envFrom {source}")
-            env |= {prefix + key: value for key, value in found.items()}
-        for variable in container.get("env", []):
-            env[variable["name"]] = self._env_value(pod, variable, env)
-        return env
-
-    def _env_value(self, pod: Pod, variable: dict[str, Any], env: dict[str, str]) -> str:
-        if "value" in variable:
-            return re.sub(r"\$\((\w+)\)", lambda m: env.get(m[1], m[0]), str(variable["value"]))
-        ref = variable.get("valueFrom", {})
-        if "secretKeyRef" in ref:
-            key_ref = ref["secretKeyRef"]
-            return self._data("Secret", key_ref["name"])[key_ref["key"]]
-        if "configMapKeyRef" in ref:
-            key_ref = ref["configMapKeyRef"]
-            return self._data("ConfigMap", key_ref["name"])[key_ref["key"]]
-        path = ref.get("fieldRef", {}).get("fieldPath")
-        if path in ("metadata.name", "metadata.namespace"):
-            return pod.name if path == "metadata.name" else self.namespace
-        raise Unsupported(f"env {variable['name']}: {variable}")
 
     # --- running them -----------------------------------------------------------------------
 
@@ -222,7 +112,7 @@ class Pods:
         self.docker("network", "create", "--label", f"mvdb.pods={self.name}", self.network)
         for workload in self.resources:
             if workload["kind"] in WORKLOADS:
-                for ordinal in range(self._replicas(workload)):
+                for ordinal in range(self.manifests.replicas(workload)):
                     self._start_pod(self._pod(workload, ordinal))
 
     def _pod(self, workload: Resource, ordinal: int) -> Pod:
@@ -234,7 +124,7 @@ class Pods:
         template = workload["spec"]["template"]
         labels = dict(template["metadata"].get("labels", {}))
         aliases = []
-        for service in self._services_of(labels):
+        for service in self.manifests.services_of(labels):
             service_name = service["metadata"]["name"]
             aliases += [service_name, f"{service_name}.{self.namespace}"]
             aliases += [f"{service_name}.{self.namespace}.svc"]
@@ -247,7 +137,7 @@ class Pods:
     def _start_pod(self, pod: Pod) -> None:
         if pod.spec.get("initContainers"):
             raise Unsupported(f"{pod.name}: initContainers")
-        for service in self._services_of(pod.labels):
+        for service in self.manifests.services_of(pod.labels):
             for port in service["spec"]["ports"]:
                 target = port.get("targetPort", port["port"])
                 container = pod.spec["containers"][0]
@@ -278,7 +168,7 @@ class Pods:
                 else:
                     kind, ref = "Secret", volume["secret"]["secretName"]
                 folder = self._folder(f"pods/{pod.name}/{name}", group)
-                for key, value in self._data(kind, ref).items():
+                for key, value in self.manifests.data(kind, ref).items():
                     (folder / key).write_text(value)
                     (folder / key).chmod(0o644)
                 found[name] = (folder, True)
@@ -296,7 +186,7 @@ class Pods:
         return folder
 
     def _run(self, pod: Pod, container: dict[str, Any], volumes: dict[str, Any]) -> None:
-        unknown = set(container) - _KNOWN_CONTAINER_KEYS
+        unknown = set(container) - KNOWN_CONTAINER_KEYS
         if unknown:
             raise Unsupported(f"{pod.name}/{container['name']}: {sorted(unknown)}")
         docker_name = f"{self.name}-{pod.name}-{container['name']}"
@@ -308,7 +198,9 @@ class Pods:
         if pod.spec.get("restartPolicy", "Always") != "Always":
             raise Unsupported(f"{pod.name}: restartPolicy {pod.spec['restartPolicy']}")
         args += ["--no-healthcheck", "--restart", "always"]
-        args += self._security(pod, container)
+        image = self.images.get(container["image"], container["image"])
+        image_user = self.docker.inspect(image)["Config"].get("User") or "0"
+        args += security_args(pod.name, pod.spec, container, image_user)
         limits = container.get("resources", {}).get("limits", {})
         if "memory" in limits:
             args += ["--memory", str(int(quantity(limits["memory"])))]
@@ -319,13 +211,12 @@ class Pods:
             host_port = free_port()
             pod.host_ports[(container["name"], int(port["containerPort"]))] = host_port
             args += ["-p", f"127.0.0.1:{host_port}:{port['containerPort']}"]
-        for key, value in self._env(pod, container).items():
+        for key, value in self.manifests.env(pod.name, pod.spec, container).items():
             args += ["-e", f"{key}={value}"]
         for mount in container.get("volumeMounts", []):
             folder, read_only = volumes[mount["name"]]
             ro = ",readonly" if read_only or mount.get("readOnly") else ""
             args += ["--mount", f"type=bind,source={folder},target={mount['mountPath']}{ro}"]
-        image = self.images.get(container["image"], container["image"])
         command, rest = container.get("command"), container.get("args")
         if command:
             args += ["--entrypoint", command[0], image, *command[1:], *(rest or [])]
@@ -333,32 +224,6 @@ class Pods:
             args += [image, *(rest or [])]
         self.docker(*args)
         pod.containers[container["name"]] = docker_name
-
-    def _security(self, pod: Pod, container: dict[str, Any]) -> list[str]:
-        pod_context = pod.spec.get("securityContext", {})
-        context = {**pod_context, **container.get("securityContext", {})}
-        args: list[str] = []
-        image = self.images.get(container["image"], container["image"])
-        image_user = self.docker.inspect(image)["Config"].get("User") or "0"
-        user = context.get("runAsUser", image_user.split(":")[0])
-        if context.get("runAsNonRoot") and (not str(user).isdigit() or int(user) == 0):
-            raise AssertionError(
-                f"{pod.name}: runAsNonRoot with user {user!r}: the kubelet refuses to start it"
-            )
-        group = context.get("runAsGroup")
-        args += ["--user", f"{user}:{group}" if group is not None else str(user)]
-        if "fsGroup" in pod_context:
-            args += ["--group-add", str(pod_context["fsGroup"])]
-        if context.get("readOnlyRootFilesystem"):
-            args.append("--read-only")
-        if context.get("allowPrivilegeEscalation") is False:
-            args += ["--security-opt", "no-new-privileges"]
-        capabilities = context.get("capabilities", {})
-        args += [f"--cap-drop={c}" for c in capabilities.get("drop", [])]
-        args += [f"--cap-add={c}" for c in capabilities.get("add", [])]
-        if context.get("privileged"):
-            raise Unsupported(f"{pod.name}: privileged")
-        return args
 
     # --- probes and state --------------------------------------------------------------------
 
@@ -440,11 +305,11 @@ class Pods:
 
     def url(self, service: str) -> str:
         """http://127.0.0.1:<port> reaching a pod behind `service` (`kubectl port-forward`)."""
-        for resource in self.of_kind("Service"):
+        for resource in self.manifests.of_kind("Service"):
             if resource["metadata"]["name"] == service:
                 port = resource["spec"]["ports"][0]
                 for pod in self.pods.values():
-                    if _labels_match(resource["spec"]["selector"], pod.labels):
+                    if labels_match(resource["spec"]["selector"], pod.labels):
                         container = pod.spec["containers"][0]
                         target = pod.port(container, port.get("targetPort", port["port"]))
                         return f"http://127.0.0.1:{pod.host_ports[(container['name'], target)]}"

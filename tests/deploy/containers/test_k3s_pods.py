@@ -23,6 +23,7 @@ import asyncio
 import json
 import time
 import uuid
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +35,8 @@ from tests.conftest import REPO
 from tests.deploy.conftest import DEPLOY, run
 from tests.deploy.containers import engine
 from tests.deploy.containers.engine import SERVICES
-from tests.deploy.containers.pods import WORKLOADS, Pods, Resource, running
+from tests.deploy.containers.pods import Pods, running
+from tests.deploy.containers.podspec import WORKLOADS, Resource
 from tests.deploy.containers.stack import Stack
 from tests.mcp_client import sse_tools
 
@@ -55,6 +57,14 @@ def rendered(kubectl: str, folder: Path) -> list[Resource]:
 def images(stack: Stack) -> dict[str, str]:
     """The overlay's `images:`: the manifests' `mcpvectordb/<service>:local` are this tier's."""
     return {f"mcpvectordb/{s}:local": stack.image(s) for s in (*SERVICES, "s3")}
+
+
+def run_pods(
+    stack: Stack, resources: list[Resource], workdir: Path, prefix: str
+) -> AbstractContextManager[Pods]:
+    """`resources`' pods on the tier's images, under a name of their own."""
+    name = f"{prefix}{uuid.uuid4().hex[:6]}"
+    return running(stack.docker, resources, name=name, workdir=workdir, images=images(stack))
 
 
 def set_data(resources: list[Resource], kind: str, name: str, **values: str) -> None:
@@ -85,13 +95,7 @@ def test_the_shipped_secret_stops_the_gateway_with_a_reason(
         for r in rendered(kubectl, DEPLOY / "k3s")
         if r["kind"] not in WORKLOADS or r["metadata"]["name"] == "gateway"
     ]
-    with running(
-        stack.docker,
-        resources,
-        name=f"k3sgw{uuid.uuid4().hex[:6]}",
-        workdir=tmp_path,
-        images=images(stack),
-    ) as pods:
+    with run_pods(stack, resources, tmp_path, "k3sgw") as pods:
         (gateway,) = pods.of("gateway")
         deadline = time.monotonic() + 120
         while pods.restarts(gateway) < 1:
@@ -108,13 +112,7 @@ def test_the_shipped_secret_stops_the_gateway_with_a_reason(
 def test_the_k3s_manifests_run_the_product(stack: Stack, kubectl: str, tmp_path: Path) -> None:
     resources = with_tokens(rendered(kubectl, DEPLOY / "k3s"))
     started = time.monotonic()
-    with running(
-        stack.docker,
-        resources,
-        name=f"k3s{uuid.uuid4().hex[:6]}",
-        workdir=tmp_path,
-        images=images(stack),
-    ) as pods:
+    with run_pods(stack, resources, tmp_path, "k3s") as pods:
         assert {p.workload["metadata"]["name"] for p in pods.pods.values()} == set(SERVICES)
         pods.wait_ready()
         engine.REPORT.append(f"k3s pods ready in {time.monotonic() - started:.0f}s")
@@ -249,13 +247,7 @@ def test_the_object_storage_manifests_run_a_writer_and_readers(
     )
     resources += _s3_server(_s3_image(stack))
     started = time.monotonic()
-    with running(
-        stack.docker,
-        resources,
-        name=f"k3ss3{uuid.uuid4().hex[:6]}",
-        workdir=tmp_path,
-        images=images(stack),
-    ) as pods:
+    with run_pods(stack, resources, tmp_path, "k3ss3") as pods:
         readers = pods.of("index-reader")
         assert len(readers) == 2, "the HPA's minimum"
         pods.wait_ready()
