@@ -38,6 +38,7 @@ from tests.deploy.conftest import (
     one_resource,
     run,
 )
+from tests.deploy.podspec import Manifests
 
 Resource = dict[str, Any]
 SERVICES = {"converter": 8001, "embedder": 8002, "index": 8003, "gateway": 8000}
@@ -358,23 +359,6 @@ def _effective(
         return cls().model_dump()
 
 
-def _k3s_env(docs: list[Resource], service: str) -> dict[str, str]:
-    """What a workload's container gets: the ConfigMap (envFrom), the Secret and `env`."""
-    (container,) = next(w for w in _workloads(docs) if w["metadata"]["name"] == service)["spec"][
-        "template"
-    ]["spec"]["containers"]
-    env: dict[str, str] = {}
-    for source in container.get("envFrom", []):
-        env.update(one_resource(docs, "ConfigMap", source["configMapRef"]["name"])["data"])
-    for item in container.get("env", []):
-        if "value" in item:
-            env[item["name"]] = item["value"]
-        else:
-            ref = item["valueFrom"]["secretKeyRef"]
-            env[item["name"]] = one_resource(docs, "Secret", ref["name"])["stringData"][ref["key"]]
-    return env
-
-
 def test_settings_agree_between_compose_and_the_configmap(
     docker_compose: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -386,7 +370,7 @@ def test_settings_agree_between_compose_and_the_configmap(
     drift: list[str] = []
     for service in SETTINGS_CLASSES:
         in_compose = _effective(service, compose[service]["environment"], monkeypatch)
-        in_k3s = _effective(service, _k3s_env(docs, service), monkeypatch)
+        in_k3s = _effective(service, Manifests(docs).workload_env(service), monkeypatch)
         for name, value in in_compose.items():
             intended = (service, name) in INTENDED_DIFFERENCES
             if (value != in_k3s[name]) != intended:

@@ -31,6 +31,7 @@ from tests.deploy.netpol import (
     connects,
     pod,
 )
+from tests.deploy.podspec import Manifests
 
 OVERLAY = DEPLOY / "k3s-object-storage"
 CUSTOM_KINDS = {"Kustomization", "ServiceMonitor"}
@@ -56,21 +57,6 @@ def rendered(kubectl: str) -> list[Resource]:
 def _container(docs: list[Resource], name: str) -> dict[str, Any]:
     (container,) = one_resource(docs, "Deployment", name)["spec"]["template"]["spec"]["containers"]
     return dict(container)
-
-
-def _env(docs: list[Resource], name: str) -> dict[str, str]:
-    """A workload's environment: its ConfigMaps, Secrets (their placeholders) and `env`."""
-    container = _container(docs, name)
-    env: dict[str, str] = {}
-    for source in container.get("envFrom", []):
-        if "configMapRef" in source:
-            env.update(one_resource(docs, "ConfigMap", source["configMapRef"]["name"])["data"])
-        else:
-            env.update(one_resource(docs, "Secret", source["secretRef"]["name"])["stringData"])
-    for item in container.get("env", []):
-        if "value" in item:
-            env[item["name"]] = item["value"]
-    return env
 
 
 def test_the_overlay_and_its_rendering_pass_kubernetes_validate_strict(
@@ -105,7 +91,7 @@ def test_no_volume_and_one_writer_that_is_never_two(rendered: list[Resource]) ->
         if h["kind"] == "HorizontalPodAutoscaler"
     }
     assert "index" not in scaled
-    assert _env(rendered, "index")["INDEX_ROLE"] == "writer"
+    assert Manifests(rendered).workload_env("index")["INDEX_ROLE"] == "writer"
 
 
 def test_readers_are_an_autoscaled_deployment_behind_their_own_service(
@@ -120,7 +106,7 @@ def test_readers_are_an_autoscaled_deployment_behind_their_own_service(
         "name": "index-reader",
     }
     assert 2 <= hpa["spec"]["minReplicas"] < hpa["spec"]["maxReplicas"]
-    assert _env(rendered, "index-reader")["INDEX_ROLE"] == "reader"
+    assert Manifests(rendered).workload_env("index-reader")["INDEX_ROLE"] == "reader"
     labels = {
         d["metadata"]["name"]: d["spec"]["template"]["metadata"]["labels"]
         for d in rendered
@@ -149,7 +135,7 @@ def test_settings_point_the_gateway_at_the_readers_and_the_index_at_the_bucket(
     for key in list(os.environ):
         if key.upper() in known:
             monkeypatch.delenv(key)
-    for key, value in _env(rendered, "index-reader").items():
+    for key, value in Manifests(rendered).workload_env("index-reader").items():
         monkeypatch.setenv(key, value)
     index = IndexSettings()
     assert index.index_role == "reader"

@@ -1,4 +1,4 @@
-"""`tests/deploy/containers/podspec.py`, what the container tier's kubelet stand-in makes of a
+"""`tests.deploy.podspec.py`, what the container tier's kubelet stand-in makes of a
 pod spec, checked on deploy/k3s without Docker: the environment (service links only where a
 pod leaves them on, `envFrom` before `env`, Secrets' keys), replicas with an HPA, quantities
 and the security options."""
@@ -10,7 +10,7 @@ import base64
 import pytest
 
 from tests.deploy.conftest import k3s_resources, one_resource
-from tests.deploy.containers.podspec import Manifests, Unsupported, quantity, security_args
+from tests.deploy.podspec import Manifests, Unsupported, quantity, security_args
 
 
 def test_quantities() -> None:

@@ -43,7 +43,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import shutil
-import subprocess
 import time
 import urllib.error
 import urllib.request
@@ -53,7 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.deploy.containers.engine import Docker
-from tests.deploy.containers.podspec import (
+from tests.deploy.podspec import (
     KNOWN_CONTAINER_KEYS,
     WORKLOADS,
     Manifests,
@@ -252,9 +251,9 @@ class Pods:
         """How often the pod's containers were started again after exiting."""
         return sum(int(self.docker.inspect(n)["RestartCount"]) for n in pod.containers.values())
 
-    def state(self, pod: Pod, container: str | None = None) -> dict[str, Any]:
-        name = pod.containers[container or next(iter(pod.containers))]
-        result: dict[str, Any] = self.docker.inspect(name)["State"]
+    def state(self, pod: Pod) -> dict[str, Any]:
+        """Docker's state of the pod's (first) container: `OOMKilled`, `Running`, ..."""
+        result: dict[str, Any] = self.docker.inspect(next(iter(pod.containers.values())))["State"]
         return result
 
     def logs(self, pod: Pod, tail: int = 60) -> str:
@@ -268,37 +267,43 @@ class Pods:
         """Each pod started (its startup probe within its own budget, restarts included, as
         the kubelet counts it) and then ready; fails with the pod's log when a budget runs
         out."""
-        pending = {pod.name: pod for pod in (pods or list(self.pods.values()))}
-        started_at = time.monotonic()
-        started: set[str] = set()
+        pending = list(pods or self.pods.values())
+        since = time.monotonic()
+        started: set[tuple[str, str]] = set()
         while pending:
-            for pod in list(pending.values()):
-                elapsed = time.monotonic() - started_at
-                for container in pod.spec["containers"]:
-                    startup = container.get("startupProbe")
-                    key = f"{pod.name}/{container['name']}"
-                    if key not in started:
-                        budget = 0.0
-                        if startup:
-                            budget = startup.get("initialDelaySeconds", 0) + startup.get(
-                                "periodSeconds", 10
-                            ) * startup.get("failureThreshold", 3)
-                        if startup is None or self.probe(pod, container, startup):
-                            started.add(key)
-                        elif elapsed > budget:
-                            raise AssertionError(
-                                f"{key}: startup probe failed for {budget:.0f}s, "
-                                f"{self.restarts(pod)} restarts:\n{self.logs(pod)}"
-                            )
-                if all(f"{pod.name}/{c['name']}" in started for c in pod.spec["containers"]):
-                    if all(
-                        self.probe(pod, c, c["readinessProbe"]) if "readinessProbe" in c else True
-                        for c in pod.spec["containers"]
-                    ):
-                        del pending[pod.name]
-                    elif elapsed > ready_within_s:
-                        raise AssertionError(f"{pod.name} never ready:\n{self.logs(pod)}")
+            elapsed = time.monotonic() - since
+            for pod in list(pending):
+                containers = pod.spec["containers"]
+                if not all(self._started(pod, c, elapsed, started) for c in containers):
+                    continue
+                if all(
+                    self.probe(pod, c, c["readinessProbe"])
+                    for c in containers
+                    if "readinessProbe" in c
+                ):
+                    pending.remove(pod)
+                elif elapsed > ready_within_s:
+                    raise AssertionError(f"{pod.name} never ready:\n{self.logs(pod)}")
             time.sleep(0.5)
+
+    def _started(
+        self, pod: Pod, container: dict[str, Any], elapsed: float, started: set[tuple[str, str]]
+    ) -> bool:
+        """Whether the container's startup probe has passed (kept in `started`); fails once
+        it has not within `initialDelaySeconds + periodSeconds x failureThreshold`."""
+        key, probe = (pod.name, container["name"]), container.get("startupProbe")
+        if key in started or probe is None or self.probe(pod, container, probe):
+            started.add(key)
+            return True
+        budget = probe.get("initialDelaySeconds", 0) + probe.get("periodSeconds", 10) * probe.get(
+            "failureThreshold", 3
+        )
+        if elapsed > budget:
+            raise AssertionError(
+                f"{pod.name}/{container['name']}: startup probe failed for {budget:.0f}s, "
+                f"{self.restarts(pod)} restarts:\n{self.logs(pod)}"
+            )
+        return False
 
     def of(self, workload: str) -> list[Pod]:
         return [p for p in self.pods.values() if p.workload["metadata"]["name"] == workload]
@@ -327,9 +332,6 @@ class Pods:
         del self.pods[pod.name]
         self._start_pod(fresh)
         return fresh
-
-    def exec(self, pod: Pod, *command: str) -> subprocess.CompletedProcess[str]:
-        return self.docker("exec", next(iter(pod.containers.values())), *command, check=False)
 
     def delete(self) -> None:
         listed = self.docker("ps", "-aq", "--filter", f"label=mvdb.pods={self.name}", check=False)

@@ -36,8 +36,8 @@ from tests.deploy.conftest import DEPLOY, run
 from tests.deploy.containers import engine
 from tests.deploy.containers.engine import SERVICES
 from tests.deploy.containers.pods import Pods, running
-from tests.deploy.containers.podspec import WORKLOADS, Resource
 from tests.deploy.containers.stack import Stack
+from tests.deploy.podspec import WORKLOADS, Resource
 from tests.mcp_client import sse_tools
 
 pytestmark = pytest.mark.timeout(1500)
@@ -101,11 +101,8 @@ def test_the_shipped_secret_stops_the_gateway_with_a_reason(
         while pods.restarts(gateway) < 1:
             assert time.monotonic() < deadline, f"the gateway kept running:\n{pods.logs(gateway)}"
             time.sleep(0.5)
-        assert not pods.probe(
-            gateway,
-            gateway.spec["containers"][0],
-            {"httpGet": {"path": "/healthz", "port": "http"}},
-        ), "it serves"
+        container = gateway.spec["containers"][0]
+        assert not pods.probe(gateway, container, container["livenessProbe"]), "it serves"
         assert "refusing to listen on 0.0.0.0 without AUTH_TOKEN" in pods.logs(gateway)
 
 

@@ -85,6 +85,16 @@ class Manifests:
             if s["spec"].get("selector") and labels_match(s["spec"]["selector"], labels)
         ]
 
+    def workload_env(self, name: str) -> dict[str, str]:
+        """The environment of the one container of the workload `name` (its pods' names
+        aside, which only `fieldRef` would read)."""
+        (workload,) = [
+            r for r in self.resources if r["kind"] in WORKLOADS and r["metadata"]["name"] == name
+        ]
+        spec = workload["spec"]["template"]["spec"]
+        (container,) = spec["containers"]
+        return self.env(name, spec, container)
+
     def env(self, pod_name: str, spec: dict[str, Any], container: dict[str, Any]) -> dict[str, str]:
         """The container's environment as a kubelet builds it (see the module docstring)."""
         env = {
