@@ -43,6 +43,7 @@ from libs.contracts import (
 )
 from libs.errors import InvalidInputError, MvdbError, StoreError
 from libs.lifecycle import AsyncLifecycle
+from libs.tasks import to_the_end
 from services.index.metrics import OPTIMIZE_SECONDS, SEARCH_SECONDS, STORED
 from services.index.settings import IndexSettings
 from services.index.store import IndexStore
@@ -55,6 +56,7 @@ T = TypeVar("T")
 # How long a readiness check waits for the store to open or answer before saying so: less
 # than the probes' own timeouts (3 s in deploy/k3s), so that the reason is what they record.
 READY_WAIT_S = 2.0
+_CLOSED = "the index core was closed; create a new one"
 
 
 class _Arrival:
@@ -77,7 +79,7 @@ class IndexCore(AsyncLifecycle):
         self.settings = settings
         self._store: IndexStore | None = None
         self._open_lock: asyncio.Lock | None = None
-        self._opening: asyncio.Future[IndexStore] | None = None  # started by `ready`
+        self._opening: asyncio.Future[IndexStore] | None = None  # `ready`'s open
         self._open_failure: str | None = None
         self._wake: asyncio.Event | None = None
         self._maintenance: asyncio.Task[None] | None = None
@@ -90,7 +92,7 @@ class IndexCore(AsyncLifecycle):
         if self._store is not None:
             return self._store
         if self._closed:
-            raise StoreError("the index core was closed; create a new one")
+            raise StoreError(_CLOSED)
         if self._open_lock is None:
             self._open_lock = asyncio.Lock()
         async with self._open_lock:
@@ -109,6 +111,9 @@ class IndexCore(AsyncLifecycle):
                     self._open_failure = failure.message
                     raise failure from exc
                 self._open_failure = None
+                if self._closed:  # closed while it opened (an open `ready` left running)
+                    store.close()
+                    raise StoreError(_CLOSED)
                 self._wake = asyncio.Event()
                 task = self._follow(store) if store.read_only else self._write_side(store)
                 self._maintenance = asyncio.create_task(task)
@@ -278,32 +283,22 @@ class IndexCore(AsyncLifecycle):
         """Opens the store if needed (in-process callers may ask before any other call), and
         answers within `READY_WAIT_S` whatever the store does: an object store that does not
         answer (its server down, its name not resolving) has LanceDB retry for minutes. The
-        open goes on meanwhile, and a later call sees how it ended."""
+        open goes on meanwhile (`to_the_end`), and a later call sees how it ended."""
         where = shown_uri(self.settings)
-        if self._store is None:
-            if self._opening is None or self._opening.done():
+        try:
+            if self._opening is None or (self._opening.done() and self._store is None):
                 self._opening = asyncio.ensure_future(self.start())
-                self._opening.add_done_callback(_retrieved)
-            await asyncio.wait({self._opening}, timeout=READY_WAIT_S)
-            if not self._opening.done():
+            try:
+                store = await asyncio.wait_for(to_the_end(self._opening), READY_WAIT_S)
+            except TimeoutError:
                 last = f"; the last try failed: {self._open_failure}" if self._open_failure else ""
                 return False, f"the store at {where!r} is still opening{last}"
-            if self._store is None:
-                return False, self._open_failure or f"the store at {where!r} did not open"
-        store = self._store
-        ping = asyncio.ensure_future(asyncio.to_thread(store.ping))
-        ping.add_done_callback(_retrieved)
-        await asyncio.wait({ping}, timeout=READY_WAIT_S)
-        if not ping.done():
-            return False, f"the store at {where!r} did not answer within {READY_WAIT_S:g} s"
-        if (exc := ping.exception()) is not None:
-            if isinstance(exc, MvdbError):
-                return False, exc.message
+            ping = to_the_end(anyio.to_thread.run_sync(store.ping))
+            try:
+                return True, await asyncio.wait_for(ping, READY_WAIT_S)
+            except TimeoutError:
+                return False, f"the store at {where!r} did not answer within {READY_WAIT_S:g} s"
+        except MvdbError as exc:
+            return False, exc.message
+        except Exception as exc:
             return False, f"LanceDB unavailable: {type(exc).__name__}: {exc}"
-        return True, ping.result()
-
-
-def _retrieved(future: asyncio.Future[Any]) -> None:
-    """Marks a background future's failure as seen (`ready` reports it its own way)."""
-    if not future.cancelled():
-        future.exception()
