@@ -33,6 +33,7 @@ from services.gateway.library import Library
 from services.gateway.oauth import TokenVerifier, verifier
 from services.gateway.ports import Ports, PortsFactory, http_ports
 from services.gateway.resource_metadata import challenge, metadata_routes
+from services.gateway.resumption import streamable_http
 from services.gateway.scopes import InsufficientScope
 from services.gateway.settings import GatewaySettings
 from services.gateway.tools import LibraryServer
@@ -111,7 +112,7 @@ def create_app(
 
     mcp = LibraryServer(running_library).server
     security = transport_security(settings)
-    streamable = mcp.streamable_http_app(transport_security=security, host=settings.bind_host)
+    sessions, streamable = streamable_http(mcp, security, settings.mcp_resume_buffer_bytes)
 
     def running_verifier() -> TokenVerifier | None:
         found: TokenVerifier | None = getattr(app.state, "verifier", None)
@@ -136,7 +137,7 @@ def create_app(
             app.state.ready_checks = library.ready_checks()
             try:
                 await library.start()
-                async with mcp.session_manager.run():
+                async with sessions.run():
                     yield
             finally:
                 await library.aclose()
@@ -181,7 +182,7 @@ def create_app(
     # The MCP transports first: every MCP message is a request to `/messages/` or `/mcp`, and
     # routes are tried in order (by the router, and by the telemetry that names the route);
     # no other route's path starts with theirs.
-    app.router.routes[0:0] = [*sse_routes(mcp, security), *streamable.routes]
+    app.router.routes[0:0] = [*sse_routes(mcp, security), streamable]
     return app
 
 

@@ -44,6 +44,8 @@ class GatewaySettings(CommonSettings):
     job_concurrency: int = Field(default=1, ge=1, le=16)
     job_retention_days: float = Field(default=7.0, gt=0)
     transport: str = "sse"
+    # Resumable streams on /mcp (services.gateway.resumption): the recent events kept; 0 = off.
+    mcp_resume_buffer_bytes: int = Field(default=32 * 1024 * 1024, ge=0)
     # OAuth 2.1 (services.gateway.oauth): off unless OAUTH_ISSUER is set.
     public_url: str | None = None
     oauth_issuer: str | None = None

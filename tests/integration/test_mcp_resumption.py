@@ -1,0 +1,178 @@
+"""Resumable streams on streamable HTTP (services.gateway.resumption), with the real SDK
+clients (Python, and the TypeScript SDK's) over real sockets, through a proxy that drops the
+connection in the middle of a call (tests/cutting_proxy.py): the client reconnects with
+`Last-Event-ID` and still gets its answer, whether it was given while the client was away or
+comes later. With resumption off the same cut loses the answer, and one session never sees
+another's events."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from mcp import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+
+from tests.cutting_proxy import Cutter, cutting_proxy
+from tests.fakes import FakeEmbedder, fake_gateway
+from tests.integration.test_jobs import httpx2_client
+from tests.integration.test_ts_client import SDK, run_client
+
+pytestmark = pytest.mark.integration
+
+EMBEDDER = FakeEmbedder()
+PROTOCOL = max(HANDSHAKE_PROTOCOL_VERSIONS)  # the newest with sessions (and priming events)
+NOTE = {"content": "the heron stands in the reeds at dawn", "source": "heron-note"}
+
+
+@pytest.fixture(scope="module")
+def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with fake_gateway(tmp_path_factory, EMBEDDER) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def gateway_without_resumption(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with fake_gateway(tmp_path_factory, EMBEDDER, mcp_resume_buffer_bytes=0) as url:
+        yield url
+
+
+@pytest.fixture
+def slow_embedder() -> Iterator[None]:
+    EMBEDDER.delay_s = 2.5
+    try:
+        yield
+    finally:
+        EMBEDDER.delay_s = 0.0
+
+
+async def call_through(url: str, cutter: Cutter, name: str, arguments: dict[str, Any]) -> Any:
+    """One tool call by the Python SDK's client, through a proxy cutting as `cutter` says."""
+    with cutting_proxy(url, cutter) as proxied:
+        async with (
+            httpx2_client({}) as http,
+            streamable_http_client(proxied + "/mcp", http_client=http) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            return await session.call_tool(name, arguments)
+
+
+async def test_an_answer_given_while_the_client_was_away_is_replayed(gateway: str) -> None:
+    cutter = Cutter("before_answer")
+    result = await call_through(gateway, cutter, "ingest_content", NOTE)
+    assert cutter.cut == 1
+    assert not result.is_error, result
+    assert result.structured_content["source"] == "heron-note"
+    assert len(cutter.resumed()) == 1  # one GET with Last-Event-ID brought it
+
+
+@pytest.mark.usefixtures("slow_embedder")
+async def test_a_call_still_running_when_the_client_comes_back_is_followed_to_its_answer(
+    gateway: str,
+) -> None:
+    cutter = Cutter("after_first_id")  # the priming event, before the call has even started
+    result = await call_through(gateway, cutter, "ingest_content", {**NOTE, "source": "slow"})
+    assert cutter.cut == 1 and len(cutter.resumed()) == 1
+    assert not result.is_error, result
+    assert result.structured_content["source"] == "slow"
+
+
+async def test_without_resumption_the_same_cut_loses_the_answer(
+    gateway_without_resumption: str,
+) -> None:
+    cutter = Cutter("before_answer")
+    try:
+        result = await call_through(gateway_without_resumption, cutter, "list_libraries", {})
+    except Exception as exc:  # the SDK may raise or answer with an error: either is a loss
+        result = exc
+    assert cutter.cut == 1 and cutter.resumed() == []
+    assert isinstance(result, Exception) or result.is_error, result
+
+
+@pytest.mark.parametrize("mode", ["before_answer", "after_first_id"])
+def test_the_typescript_sdk_resumes_too(gateway: str, mode: str) -> None:
+    if not SDK.is_dir():
+        pytest.skip("the TypeScript SDK is not installed: run `make ts-client` (npm ci)")
+    cutter = Cutter(mode)
+    EMBEDDER.delay_s = 2.5 if mode == "after_first_id" else 0.0
+    try:
+        with cutting_proxy(gateway, cutter) as proxied:
+            calls = [["ingest_content", {**NOTE, "source": f"ts-{mode}"}]]
+            report = run_client("http", proxied, "contract", {"calls": calls})
+    finally:
+        EMBEDDER.delay_s = 0.0
+    assert cutter.cut == 1 and len(cutter.resumed()) == 1, cutter.requests
+    [result] = report["results"]
+    assert result.get("isError") is False, result
+    assert result["structured"]["source"] == f"ts-{mode}"
+    # What the client reports: the dropped connection, nothing else.
+    assert all("SSE stream disconnected" in error for error in report["errors"]), report
+
+
+def _open_session(http: httpx.Client, url: str) -> dict[str, str]:
+    opened = http.post(
+        url + "/mcp",
+        json={
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": PROTOCOL,
+                "capabilities": {},
+                "clientInfo": {"name": "raw", "version": "1"},
+            },
+        },
+        headers={"Accept": "application/json, text/event-stream"},
+    )
+    headers = {
+        "Accept": "application/json, text/event-stream",
+        "Mcp-Session-Id": opened.headers["mcp-session-id"],
+        "MCP-Protocol-Version": PROTOCOL,
+    }
+    initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    assert http.post(url + "/mcp", json=initialized, headers=headers).status_code == 202
+    return headers
+
+
+def _events(body: str) -> list[dict[str, str]]:
+    events = []
+    for block in body.replace("\r\n", "\n").split("\n\n"):
+        fields = dict(line.split(": ", 1) for line in block.splitlines() if ": " in line)
+        if fields:
+            events.append(fields)
+    return events
+
+
+def test_a_session_is_replayed_its_own_events_only(gateway: str) -> None:
+    """Both sessions number their requests from 2; each stream is kept per session."""
+    with httpx.Client(timeout=30) as http:
+        first, second = _open_session(http, gateway), _open_session(http, gateway)
+        answers = {}
+        for headers, source in ((first, "first-session"), (second, "second-session")):
+            call = {
+                "jsonrpc": "2.0",
+                "id": 2,
+                "method": "tools/call",
+                "params": {"name": "ingest_content", "arguments": {**NOTE, "source": source}},
+            }
+            answers[source] = _events(http.post(gateway + "/mcp", json=call, headers=headers).text)
+        priming = answers["first-session"][0]
+        assert priming.get("data", "") == "" and "id" in priming
+        first_id = priming["id"]
+
+        def replay(headers: dict[str, str]) -> str:
+            resumed = {**headers, "Accept": "text/event-stream", "Last-Event-ID": first_id}
+            return http.get(gateway + "/mcp", headers=resumed).text
+
+        mine = replay(first)
+        assert "first-session" in mine and "second-session" not in mine
+        answer = json.loads(_events(mine)[-1]["data"])
+        assert answer["id"] == 2 and answer["result"]["structuredContent"]["source"] == (
+            "first-session"
+        )
+        assert "first-session" not in replay(second)  # another session's ID: nothing

@@ -1,0 +1,118 @@
+"""The resume buffer (services.gateway.resumption) on its own: what a replay gives, the byte
+bound, a session's events going with it, request IDs used again, a cancelled reply."""
+
+from __future__ import annotations
+
+import gc
+
+import anyio
+from mcp.server.streamable_http import GET_STREAM_KEY, EventMessage
+from mcp_types import ErrorData, JSONRPCError, JSONRPCNotification, JSONRPCResponse
+
+from services.gateway.resumption import ResumeBuffer, SessionEvents
+from services.gateway.transports import REQUEST_CANCELLED
+
+
+def note(text: str) -> JSONRPCNotification:
+    return JSONRPCNotification(jsonrpc="2.0", method="notifications/message", params={"t": text})
+
+
+def answer(request: int, text: str = "done") -> JSONRPCResponse:
+    return JSONRPCResponse(jsonrpc="2.0", id=request, result={"t": text})
+
+
+async def replayed(events: SessionEvents, after: str) -> tuple[list[str], str | None]:
+    """What a replay after `after` sends (each message's text), and the stream it names."""
+    sent: list[EventMessage] = []
+
+    async def send(event: EventMessage) -> None:
+        sent.append(event)
+
+    with anyio.fail_after(5):
+        stream = await events.replay_events_after(after, send)
+    texts = [
+        str(getattr(e.message, "params", None) or getattr(e.message, "result", None)) for e in sent
+    ]
+    return texts, stream
+
+
+async def test_a_replay_sends_what_came_after_and_ends_with_the_answer() -> None:
+    buffer = ResumeBuffer(1 << 20)
+    events, other = buffer.session(), buffer.session()
+    priming = await events.store_event("7", None)
+    await events.store_event("7", note("one"))
+    await events.store_event("8", note("another request"))
+    await events.store_event("7", answer(7))
+    texts, stream = await replayed(events, priming)
+    assert texts == ["{'t': 'one'}", "{'t': 'done'}"] and stream is None
+    assert await replayed(events, "not a number") == ([], None)
+    assert await replayed(events, "999") == ([], None)
+    assert await replayed(other, priming) == ([], None)  # another session's event
+
+
+async def test_a_replay_of_a_running_request_waits_for_what_comes() -> None:
+    events = ResumeBuffer(1 << 20).session()
+    priming = await events.store_event("3", None)
+    async with anyio.create_task_group() as tg:
+        result: list[tuple[list[str], str | None]] = []
+
+        async def resume() -> None:
+            result.append(await replayed(events, priming))
+
+        tg.start_soon(resume)
+        await anyio.sleep(0.05)
+        assert result == []  # still waiting: nothing answered yet
+        await events.store_event("3", note("halfway"))
+        await events.store_event("3", answer(3))
+    assert result == [(["{'t': 'halfway'}", "{'t': 'done'}"], None)]
+
+
+async def test_the_standalone_stream_is_handed_back_to_the_live_stream() -> None:
+    events = ResumeBuffer(1 << 20).session()
+    first = await events.store_event(GET_STREAM_KEY, note("a"))
+    await events.store_event(GET_STREAM_KEY, note("b"))
+    assert await replayed(events, first) == (["{'t': 'b'}"], GET_STREAM_KEY)
+
+
+async def test_the_oldest_events_go_past_the_bound_and_a_replay_does_not_skip_them() -> None:
+    buffer = ResumeBuffer(2_000)
+    events = buffer.session()
+    priming = await events.store_event("1", None)
+    for n in range(20):
+        await events.store_event("1", note(f"progress {n:02d} " + "x" * 100))
+    assert buffer.bytes <= 2_000
+    assert await replayed(events, priming) == ([], None)  # what came next is gone
+    # Too large for the whole buffer: not kept, and a replay stops rather than skip it.
+    last = await events.store_event("1", note("late"))
+    await events.store_event("1", note("y" * 5_000))
+    assert await replayed(events, last) == ([], None)
+
+
+async def test_a_sessions_events_go_with_it() -> None:
+    buffer = ResumeBuffer(1 << 20)
+    events = buffer.session()
+    await events.store_event("1", note("kept while the session lives"))
+    assert buffer.bytes > 0
+    del events
+    gc.collect()
+    assert buffer.bytes == 0
+
+
+async def test_a_request_id_used_again_is_a_new_stream() -> None:
+    events = ResumeBuffer(1 << 20).session()
+    old = await events.store_event("5", None)
+    await events.store_event("5", answer(5, "old"))
+    new = await events.store_event("5", None)
+    await events.store_event("5", answer(5, "new"))
+    assert await replayed(events, old) == (["{'t': 'old'}"], None)
+    assert await replayed(events, new) == (["{'t': 'new'}"], None)
+
+
+async def test_a_cancelled_reply_is_never_replayed_and_its_stream_stays_open() -> None:
+    events = ResumeBuffer(1 << 20).session()
+    priming = await events.store_event("9", None)
+    cancelled = ErrorData(code=REQUEST_CANCELLED, message="Request cancelled")
+    await events.store_event("9", JSONRPCError(jsonrpc="2.0", id=9, error=cancelled))
+    with anyio.move_on_after(0.2) as waited:
+        await replayed(events, priming)
+    assert waited.cancelled_caught
