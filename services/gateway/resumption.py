@@ -64,12 +64,12 @@ class _Stream:
 
     key: StreamId
     home: dict[StreamId, _Stream]
-    events: deque[tuple[int, str | None]] = field(default_factory=deque)
+    events: deque[tuple[int, bytes | None]] = field(default_factory=deque)
     answered: bool = False
     dropped: int = 0
     changed: anyio.Event = field(default_factory=anyio.Event)
 
-    def add(self, number: int, data: str | None) -> None:
+    def add(self, number: int, data: bytes | None) -> None:
         self.events.append((number, data))
         self.wake()
 
@@ -77,7 +77,7 @@ class _Stream:
         self.changed.set()
         self.changed = anyio.Event()
 
-    def after(self, number: int) -> list[tuple[int, str | None]]:
+    def after(self, number: int) -> list[tuple[int, bytes | None]]:
         return [event for event in self.events if event[0] > number]
 
     def settle(self) -> None:
@@ -109,7 +109,7 @@ class ResumeBuffer:
         """The next event's number (numbers only grow, across all sessions)."""
         return next(self._numbers)
 
-    def keep(self, session: int, stream: _Stream, data: str | None) -> int:
+    def keep(self, session: int, stream: _Stream, data: bytes | None) -> int:
         """The number of a new event on `stream`; kept unless larger than the whole buffer."""
         number = self.number()
         size = _OVERHEAD + (len(data) if data else 0)
@@ -198,8 +198,9 @@ class SessionEvents(EventStore):
             await changed.wait()
 
 
-def _json(message: JSONRPCMessage) -> str:
-    return message.model_dump_json(by_alias=True, exclude_unset=True)
+def _json(message: JSONRPCMessage) -> bytes:
+    """The message as the SDK sends it (as bytes: a copy into `str` would cost as much again)."""
+    return jsonrpc_message_adapter.dump_json(message, by_alias=True, exclude_unset=True)
 
 
 class ResumableSessions(StreamableHTTPSessionManager):
