@@ -10,6 +10,7 @@ from typing import Any
 
 from mcp import ClientSession
 from mcp.client.sse import sse_client
+from mcp.client.streamable_http import streamable_http_client
 
 
 class Tools:
@@ -38,3 +39,20 @@ async def sse_tools(url: str, headers: dict[str, str] | None = None) -> AsyncIte
     ):
         await session.initialize()
         yield Tools(session)
+
+
+@asynccontextmanager
+async def streamable_session(
+    url: str, headers: dict[str, str] | None = None
+) -> AsyncIterator[ClientSession]:
+    """An initialized session over streamable HTTP at `url` (the base URL; `/mcp` is added),
+    through the SDK's own HTTP client."""
+    import httpx2  # the SDK's own HTTP client, which its streamable HTTP transport takes
+
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=120)) as http,
+        streamable_http_client(url + "/mcp", http_client=http) as (read, write),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        yield session

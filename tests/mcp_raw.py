@@ -41,10 +41,18 @@ def open_session(http: httpx.Client, revision: str, accept: str = BOTH) -> dict[
     return headers
 
 
+def event_fields(body: str) -> list[dict[str, str]]:
+    """Each event of an event stream as its fields (`id`, `event`, `data`, ...)."""
+    blocks = body.replace("\r\n", "\n").split("\n\n")
+    fields = [dict(_field(line) for line in block.splitlines()) for block in blocks]
+    return [event for event in fields if event]
+
+
+def _field(line: str) -> tuple[str, str]:
+    name, _, value = line.partition(":")
+    return name, value.removeprefix(" ")
+
+
 def events(body: str) -> list[dict[str, Any]]:
     """The JSON-RPC messages of an event stream's `data:` lines."""
-    return [
-        json.loads(line.removeprefix("data:").strip())
-        for line in body.splitlines()
-        if line.startswith("data:") and line.removeprefix("data:").strip()
-    ]
+    return [json.loads(event["data"]) for event in event_fields(body) if event.get("data")]

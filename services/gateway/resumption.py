@@ -170,8 +170,7 @@ class SessionEvents(EventStore):
         data = None if message is None else _json(message)
         number = self._buffer.keep(self._key, stream, data)
         if isinstance(message, JSONRPCResponse | JSONRPCError):
-            stream.answered = True
-            stream.wake()
+            stream.answered = True  # before any waiter that `keep` woke runs
             stream.settle()
         return str(number)
 
@@ -186,14 +185,17 @@ class SessionEvents(EventStore):
             changed = stream.changed
             if stream.dropped > last:  # what comes next is gone: the stream ends here
                 return None
-            for number, data in stream.after(last):
+            pending = stream.after(last)
+            for number, data in pending:
                 last = number
                 if data is not None:
                     message = jsonrpc_message_adapter.validate_json(data)
                     await send_callback(EventMessage(message, str(number)))
             if stream.key == GET_STREAM_KEY:
                 return stream.key  # the SDK's live stream takes it from here
-            if stream.answered and not stream.after(last):
+            if pending:
+                continue  # more may have come while those were sent
+            if stream.answered:
                 return None  # answered: the stream ends, as the POST's would have
             await changed.wait()
 

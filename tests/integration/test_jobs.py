@@ -17,7 +17,6 @@ import httpx
 import pytest
 from mcp import ClientSession
 from mcp.client.sse import sse_client
-from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult
 
 from services.gateway.folders import FolderIngest
@@ -25,6 +24,7 @@ from services.gateway.pipeline import Pipeline
 from services.gateway.settings import GatewaySettings
 from services.gateway.sources import FolderScan
 from tests.fakes import FakeConverter, FakeEmbedder, FakeIndex, fake_gateway
+from tests.mcp_client import streamable_session
 
 pytestmark = pytest.mark.integration
 
@@ -68,19 +68,8 @@ async def session(url: str, transport: str, token: str = TOKENS["full"]) -> Asyn
             await opened.initialize()
             yield opened
     else:
-        async with (
-            httpx2_client(headers) as http,
-            streamable_http_client(url + "/mcp", http_client=http) as (r, w),
-            ClientSession(r, w) as opened,
-        ):
-            await opened.initialize()
+        async with streamable_session(url, headers) as opened:
             yield opened
-
-
-def httpx2_client(headers: dict[str, str]) -> Any:
-    import httpx2  # the SDK's own HTTP client, which its streamable HTTP transport takes
-
-    return httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=120))
 
 
 def payload(result: CallToolResult) -> dict[str, Any]:

@@ -13,14 +13,13 @@ from typing import Any
 
 import httpx
 import pytest
-from mcp import ClientSession
-from mcp.client.streamable_http import streamable_http_client
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from tests.cutting_proxy import Cutter, cutting_proxy
 from tests.fakes import FakeEmbedder, fake_gateway
-from tests.integration.test_jobs import httpx2_client
 from tests.integration.test_ts_client import SDK, run_client
+from tests.mcp_client import streamable_session
+from tests.mcp_raw import event_fields, open_session
 
 pytestmark = pytest.mark.integration
 
@@ -53,12 +52,7 @@ def slow_embedder() -> Iterator[None]:
 async def call_through(url: str, cutter: Cutter, name: str, arguments: dict[str, Any]) -> Any:
     """One tool call by the Python SDK's client, through a proxy cutting as `cutter` says."""
     with cutting_proxy(url, cutter) as proxied:
-        async with (
-            httpx2_client({}) as http,
-            streamable_http_client(proxied + "/mcp", http_client=http) as (read, write),
-            ClientSession(read, write) as session,
-        ):
-            await session.initialize()
+        async with streamable_session(proxied) as session:
             return await session.call_tool(name, arguments)
 
 
@@ -114,44 +108,10 @@ def test_the_typescript_sdk_resumes_too(gateway: str, mode: str) -> None:
     assert all("SSE stream disconnected" in error for error in report["errors"]), report
 
 
-def _open_session(http: httpx.Client, url: str) -> dict[str, str]:
-    opened = http.post(
-        url + "/mcp",
-        json={
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": PROTOCOL,
-                "capabilities": {},
-                "clientInfo": {"name": "raw", "version": "1"},
-            },
-        },
-        headers={"Accept": "application/json, text/event-stream"},
-    )
-    headers = {
-        "Accept": "application/json, text/event-stream",
-        "Mcp-Session-Id": opened.headers["mcp-session-id"],
-        "MCP-Protocol-Version": PROTOCOL,
-    }
-    initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
-    assert http.post(url + "/mcp", json=initialized, headers=headers).status_code == 202
-    return headers
-
-
-def _events(body: str) -> list[dict[str, str]]:
-    events = []
-    for block in body.replace("\r\n", "\n").split("\n\n"):
-        fields = dict(line.split(": ", 1) for line in block.splitlines() if ": " in line)
-        if fields:
-            events.append(fields)
-    return events
-
-
 def test_a_session_is_replayed_its_own_events_only(gateway: str) -> None:
     """Both sessions number their requests from 2; each stream is kept per session."""
-    with httpx.Client(timeout=30) as http:
-        first, second = _open_session(http, gateway), _open_session(http, gateway)
+    with httpx.Client(base_url=gateway, timeout=30) as http:
+        first, second = open_session(http, PROTOCOL), open_session(http, PROTOCOL)
         answers = {}
         for headers, source in ((first, "first-session"), (second, "second-session")):
             call = {
@@ -160,18 +120,18 @@ def test_a_session_is_replayed_its_own_events_only(gateway: str) -> None:
                 "method": "tools/call",
                 "params": {"name": "ingest_content", "arguments": {**NOTE, "source": source}},
             }
-            answers[source] = _events(http.post(gateway + "/mcp", json=call, headers=headers).text)
+            answers[source] = event_fields(http.post("/mcp", json=call, headers=headers).text)
         priming = answers["first-session"][0]
         assert priming.get("data", "") == "" and "id" in priming
         first_id = priming["id"]
 
         def replay(headers: dict[str, str]) -> str:
-            resumed = {**headers, "Accept": "text/event-stream", "Last-Event-ID": first_id}
-            return http.get(gateway + "/mcp", headers=resumed).text
+            resumed = {**headers, "accept": "text/event-stream", "last-event-id": first_id}
+            return http.get("/mcp", headers=resumed).text
 
         mine = replay(first)
         assert "first-session" in mine and "second-session" not in mine
-        answer = json.loads(_events(mine)[-1]["data"])
+        answer = json.loads(event_fields(mine)[-1]["data"])
         assert answer["id"] == 2 and answer["result"]["structuredContent"]["source"] == (
             "first-session"
         )
