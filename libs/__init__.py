@@ -4,4 +4,4 @@ Nothing here imports a service. Services import from here and never from each ot
 """
 
 SERVER_NAME = "mcpvectordb"
-SERVER_VERSION = "0.8.27"
+SERVER_VERSION = "0.8.28"

@@ -21,9 +21,17 @@ one, so the client can resume even before the first message. This module is that
   server notifications) gets the stored events and then the SDK's live stream.
 - A cancelled request's `Request cancelled` reply is not stored: the guards in
   `services.gateway.transports` leave it out of the live stream (MCP: no answer to a
-  cancelled request), and a resumed stream of a cancelled request stays open with nothing
-  more to say, as the request's own stream does on a server that sends no such reply (a
-  client that sees a stream with event IDs end unanswered reconnects, again and again).
+  cancelled request). Its stream is over all the same.
+- A resumption with nothing more to come (its stream answered or cancelled and nothing
+  after the client's event, or an event ID not kept) is answered `204 No Content`
+  (`NothingMore`), not with a stream that ends at once: both SDK clients reconnect to a
+  stream that ends without an answer, the Python one without end, and the TypeScript one
+  (1.x) counts only results as answers, so it came back after every JSON-RPC error and
+  then reported a 409 for a second standalone stream. On a 204 the TypeScript client stops;
+  the Python one gives up after its two retries and fails the call.
+- An answer no longer kept (dropped from the buffer, or larger than all of it) is not
+  silently missing from a resumed stream: the stream ends with a JSON-RPC error for the
+  request that says so (`answer_lost`). Lost notifications are skipped.
 """
 
 from __future__ import annotations
@@ -47,10 +55,24 @@ from mcp.server.streamable_http import (
 )
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
-from mcp_types import JSONRPCError, JSONRPCMessage, JSONRPCResponse, jsonrpc_message_adapter
+from mcp_types import (
+    INTERNAL_ERROR,
+    ErrorData,
+    JSONRPCError,
+    JSONRPCMessage,
+    JSONRPCResponse,
+    jsonrpc_message_adapter,
+)
 from starlette.routing import Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from services.gateway.transports import REQUEST_CANCELLED
+from services.gateway.transports import (
+    REQUEST_CANCELLED,
+    STREAM_HEADERS,
+    header,
+    is_event_stream,
+    rewriting,
+)
 
 # What one stored event costs beyond its JSON text (its records in the buffer).
 _OVERHEAD = 200
@@ -59,13 +81,14 @@ _OVERHEAD = 200
 @dataclass(eq=False)
 class _Stream:
     """One stream of one session (`home`, its streams by key): its events still kept, in
-    order, as (number, JSON or None for a priming event); whether its answer was sent; the
-    newest number dropped from it."""
+    order, as (number, JSON or None for a priming event); whether it is over (answered or
+    cancelled) and its answer's number; the newest number dropped from it."""
 
     key: StreamId
     home: dict[StreamId, _Stream]
     events: deque[tuple[int, bytes | None]] = field(default_factory=deque)
-    answered: bool = False
+    over: bool = False
+    answer: int | None = None
     dropped: int = 0
     changed: anyio.Event = field(default_factory=anyio.Event)
 
@@ -80,10 +103,19 @@ class _Stream:
     def after(self, number: int) -> list[tuple[int, bytes | None]]:
         return [event for event in self.events if event[0] > number]
 
+    def lost(self, number: int) -> bool:
+        """Whether its answer came after event `number` and is no longer kept."""
+        return self.answer is not None and self.answer > number and self.dropped >= self.answer
+
+    def end(self, answer: int | None) -> None:
+        self.over, self.answer = True, answer
+        self.settle()
+        self.wake()
+
     def settle(self) -> None:
-        """Leave the session's streams once answered with nothing kept (a request's ID may
-        come again in a later request)."""
-        if self.answered and not self.events and self.home.get(self.key) is self:
+        """Leave the session's streams once over with nothing kept (a request's ID may come
+        again in a later request)."""
+        if self.over and not self.events and self.home.get(self.key) is self:
             del self.home[self.key]
 
 
@@ -124,16 +156,26 @@ class ResumeBuffer:
         stream.add(number, data)
         return number
 
-    def find(self, event_id: str, session: int) -> tuple[_Stream, int] | None:
-        """The stream of a kept event of `session`, and the event's number."""
+    def find(self, event_id: str, session: int | None) -> tuple[_Stream, int] | None:
+        """The stream of a kept event of `session` (of any session: None), and the event's
+        number."""
         try:
             number = int(event_id)
         except ValueError:
             return None
         kept = self._kept.get(number)
-        if kept is None or kept[0] != session:
+        if kept is None or session not in (None, kept[0]):
             return None
         return kept[1], number
+
+    def nothing_more(self, event_id: str) -> bool:
+        """Whether a replay after `event_id` ends at once with nothing to send: an event not
+        kept, or one after which its stream, over, holds nothing and lost no answer."""
+        found = self.find(event_id, None)
+        if found is None:
+            return True
+        stream, number = found
+        return stream.over and not stream.after(number) and not stream.lost(number)
 
     def _drop_oldest(self) -> None:
         number, (_, stream, size) = self._kept.popitem(last=False)
@@ -161,17 +203,17 @@ class SessionEvents(EventStore):
 
     async def store_event(self, stream_id: StreamId, message: JSONRPCMessage | None) -> EventId:
         stream = self._streams.get(stream_id)
-        if stream is None or stream.answered or (message is None and stream_id != GET_STREAM_KEY):
-            # A request's priming event, or its first event after an answered one of the same
+        if stream is None or stream.over or (message is None and stream_id != GET_STREAM_KEY):
+            # A request's priming event, or its first event after the end of one of the same
             # ID (a client may number a later request the same), opens a new stream.
             stream = self._streams[stream_id] = _Stream(stream_id, self._streams)
         if isinstance(message, JSONRPCError) and message.error.code == REQUEST_CANCELLED:
+            stream.end(None)
             return str(self._buffer.number())  # left out of the stream and of any replay
         data = None if message is None else _json(message)
         number = self._buffer.keep(self._key, stream, data)
         if isinstance(message, JSONRPCResponse | JSONRPCError):
-            stream.answered = True  # before any waiter that `keep` woke runs
-            stream.settle()
+            stream.end(number)  # before any waiter that `keep` woke runs
         return str(number)
 
     async def replay_events_after(
@@ -183,9 +225,7 @@ class SessionEvents(EventStore):
         stream, last = found
         while True:
             changed = stream.changed
-            if stream.dropped > last:  # what comes next is gone: the stream ends here
-                return None
-            pending = stream.after(last)
+            pending = stream.after(last)  # what was dropped in between is skipped
             for number, data in pending:
                 last = number
                 if data is not None:
@@ -195,9 +235,51 @@ class SessionEvents(EventStore):
                 return stream.key  # the SDK's live stream takes it from here
             if pending:
                 continue  # more may have come while those were sent
-            if stream.answered:
-                return None  # answered: the stream ends, as the POST's would have
+            if stream.lost(last):
+                lost = answer_lost(stream.key, self._buffer.max_bytes)
+                await send_callback(EventMessage(lost, str(self._buffer.number())))
+            if stream.over:
+                return None  # the stream ends, as the POST's would have
             await changed.wait()
+
+
+def answer_lost(key: StreamId, kept_bytes: int) -> JSONRPCError:
+    """The error that ends a resumed stream whose answer is no longer kept."""
+    error = ErrorData(
+        code=INTERNAL_ERROR,
+        message="the answer to this request was sent while the connection was down and is no "
+        f"longer kept for resumption (the gateway keeps the last {kept_bytes} bytes of events, "
+        "MCP_RESUME_BUFFER_BYTES); send the request again",
+        data={"error_code": "answer_lost"},
+    )
+    # The SDK names a request's stream by str(its ID); both SDK clients match the answer
+    # to their request whatever the ID's type.
+    request = int(key) if key.isdecimal() else key
+    return JSONRPCError(jsonrpc="2.0", id=request, error=error)
+
+
+class NothingMore:
+    """`app` (the `/mcp` endpoint) with a resumption that has nothing more to come answered
+    `204 No Content` instead of an event stream that ends at once (see the module)."""
+
+    def __init__(self, app: ASGIApp, buffer: ResumeBuffer) -> None:
+        self.app = app
+        self.buffer = buffer
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        last = header(scope, b"last-event-id") if scope.get("method") == "GET" else None
+        if last is not None and self.buffer.nothing_more(last):
+            # The SDK still checks the session, its owner and the headers first: only the
+            # stream it would have sent is replaced.
+            send = rewriting(send, is_event_stream, _no_content)
+        await self.app(scope, receive, send)
+
+
+def _no_content(start: Message, body: bytes) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+    if body.strip():  # not the stream the buffer foresaw: it goes as it is
+        return start["status"], list(start.get("headers") or []), body
+    kept = [(k, v) for k, v in start.get("headers") or [] if k.lower() not in STREAM_HEADERS]
+    return 204, kept, b""
 
 
 def _json(message: JSONRPCMessage) -> bytes:
@@ -228,7 +310,7 @@ def streamable_http(
 ) -> tuple[ResumableSessions, Route]:
     """The session manager for `/mcp` (run it for the app's life) and its route; resumable
     unless `buffer_bytes` is 0."""
-    sessions = ResumableSessions(
-        server, ResumeBuffer(buffer_bytes) if buffer_bytes else None, security_settings=security
-    )
-    return sessions, Route("/mcp", endpoint=StreamableHTTPASGIApp(sessions))
+    buffer = ResumeBuffer(buffer_bytes) if buffer_bytes else None
+    sessions = ResumableSessions(server, buffer, security_settings=security)
+    endpoint: ASGIApp = StreamableHTTPASGIApp(sessions)
+    return sessions, Route("/mcp", endpoint=NothingMore(endpoint, buffer) if buffer else endpoint)

@@ -41,7 +41,7 @@ _JSON_RANGES = frozenset({"application/json", "application/*", "*/*"})
 _STREAM_RANGES = frozenset({"text/event-stream", "text/*", "*/*"})
 _BOTH = b"application/json, text/event-stream"
 # An event stream's own headers, replaced when its one response is sent as JSON.
-_STREAM_HEADERS = frozenset(
+STREAM_HEADERS = frozenset(
     {b"content-type", b"content-length", b"transfer-encoding", b"connection", b"x-accel-buffering"}
 )
 
@@ -229,7 +229,8 @@ def rewriting(
         start = None
         status, headers, data = rewrite(held, bytes(body))
         headers = [(k, v) for k, v in headers if k.lower() != b"content-length"]
-        headers.append((b"content-length", b"%d" % len(data)))
+        if status not in (204, 304):  # the two that have no body and say no length
+            headers.append((b"content-length", b"%d" % len(data)))
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": data})
 
@@ -245,7 +246,7 @@ def is_event_stream(start: Message) -> bool:
 def _one_json_reply(start: Message, stream: bytes) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
     """The JSON-RPC response an event stream carries, as a JSON body (an array when it carries
     several; 202 and no body when none, a cancelled request's)."""
-    headers = [(k, v) for k, v in start.get("headers") or [] if k.lower() not in _STREAM_HEADERS]
+    headers = [(k, v) for k, v in start.get("headers") or [] if k.lower() not in STREAM_HEADERS]
     replies = replies_in(stream)
     if not replies:
         return 202, headers, b""

@@ -11,8 +11,10 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
+import anyio
 import httpx
 import pytest
+from mcp.shared.exceptions import MCPError
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from tests.cutting_proxy import Cutter, cutting_proxy
@@ -37,6 +39,13 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 @pytest.fixture(scope="module")
 def gateway_without_resumption(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     with fake_gateway(tmp_path_factory, EMBEDDER, mcp_resume_buffer_bytes=0) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def gateway_keeping_little(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """Room for a priming event, not for an answer."""
+    with fake_gateway(tmp_path_factory, EMBEDDER, mcp_resume_buffer_bytes=300) as url:
         yield url
 
 
@@ -86,6 +95,42 @@ async def test_without_resumption_the_same_cut_loses_the_answer(
         result = exc
     assert cutter.cut == 1 and cutter.resumed() == []
     assert isinstance(result, Exception) or result.is_error, result
+
+
+async def test_an_answer_no_longer_kept_fails_the_call_with_an_error_that_says_so(
+    gateway_keeping_little: str,
+) -> None:
+    """Before, the resumed stream ended empty and the SDK's client reconnected without end."""
+    cutter = Cutter("before_answer")
+    with cutting_proxy(gateway_keeping_little, cutter) as proxied:
+        async with streamable_session(proxied) as session:
+            with anyio.fail_after(20), pytest.raises(MCPError) as raised:
+                await session.call_tool("ingest_content", NOTE)
+    assert raised.value.error.data == {"error_code": "answer_lost"}
+    assert "MCP_RESUME_BUFFER_BYTES" in raised.value.error.message
+    assert cutter.cut == 1 and len(cutter.resumed()) == 1
+
+
+def test_a_resumption_with_nothing_more_to_come_is_answered_no_content(gateway: str) -> None:
+    """An answered stream resumed after its answer, or an event ID not kept: 204, which
+    stops the TypeScript client, where a stream that ended at once had it come back."""
+    with httpx.Client(base_url=gateway, timeout=30) as http:
+        headers = open_session(http, PROTOCOL)
+        call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "nope"}}
+        answered = event_fields(http.post("/mcp", json=call, headers=headers).text)
+        assert "error" in json.loads(answered[-1]["data"])  # a JSON-RPC error, the 1.x case
+        resumed = {**headers, "accept": "text/event-stream"}
+        for last in (answered[-1]["id"], "987654321"):
+            reply = http.get("/mcp", headers={**resumed, "last-event-id": last})
+            assert reply.status_code == 204 and reply.content == b"", reply
+            assert reply.headers["mcp-session-id"] == headers["mcp-session-id"]
+            assert "content-type" not in reply.headers
+        # Replayed as before when there is something to send: the answer after the priming.
+        replay = http.get("/mcp", headers={**resumed, "last-event-id": answered[0]["id"]})
+        assert replay.status_code == 200 and '"error"' in replay.text
+        # The session's own checks still come first.
+        elsewhere = {**resumed, "mcp-session-id": "no-such-session", "last-event-id": last}
+        assert http.get("/mcp", headers=elsewhere).status_code == 404
 
 
 @pytest.mark.parametrize("mode", ["before_answer", "after_first_id"])

@@ -6,7 +6,8 @@
 // is right. Scenarios:
 //   contract  list the tools, call each of `calls` (json-arguments: [[tool, args], ...]) and
 //             report each result (the SDK validates structured results against the tool's
-//             outputSchema itself and throws when they disagree) or the error thrown
+//             outputSchema itself and throws when they disagree) or the error thrown; then
+//             wait `wait_ms` (default 0) for whatever the client does after, errors included
 //   cancel    start `tool` with `args`, abort it after `after_ms`, wait `wait_ms`; report the
 //             errors the client raised (a response for a cancelled id shows up here)
 //   logging   set the log level, call `tool` with `args`; report the log notifications
@@ -44,6 +45,7 @@ async function contract() {
       results.push({ name, thrown: String(error.message || error), code: error.code ?? null });
     }
   }
+  await sleep(input.wait_ms ?? 0);
   return {
     capabilities: client.getServerCapabilities(),
     version: client.getServerVersion(),

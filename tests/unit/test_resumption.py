@@ -74,18 +74,62 @@ async def test_the_standalone_stream_is_handed_back_to_the_live_stream() -> None
     assert await replayed(events, first) == (["{'t': 'b'}"], GET_STREAM_KEY)
 
 
-async def test_the_oldest_events_go_past_the_bound_and_a_replay_does_not_skip_them() -> None:
+async def test_the_oldest_events_go_past_the_bound_and_a_replay_skips_what_was_dropped() -> None:
     buffer = ResumeBuffer(2_000)
     events = buffer.session()
     priming = await events.store_event("1", None)
     for n in range(20):
         await events.store_event("1", note(f"progress {n:02d} " + "x" * 100))
     assert buffer.bytes <= 2_000
-    assert await replayed(events, priming) == ([], None)  # what came next is gone
-    # Too large for the whole buffer: not kept, and a replay stops rather than skip it.
+    assert buffer.nothing_more(priming)  # gone: nothing can be said after it
+    assert await replayed(events, priming) == ([], None)
+    # A notification too large for the whole buffer is not kept; a replay skips it.
     last = await events.store_event("1", note("late"))
     await events.store_event("1", note("y" * 5_000))
-    assert await replayed(events, last) == ([], None)
+    await events.store_event("1", note("later"))
+    assert not buffer.nothing_more(last)  # the request runs on: its answer is to come
+    async with anyio.create_task_group() as tg:
+        result: list[tuple[list[str], str | None]] = []
+
+        async def resume() -> None:
+            result.append(await replayed(events, last))
+
+        tg.start_soon(resume)
+        await anyio.sleep(0.05)
+        assert result == []  # "later" sent, the answer waited for
+        await events.store_event("1", answer(1))
+    assert result == [(["{'t': 'later'}", "{'t': 'done'}"], None)]
+
+
+async def test_an_answer_no_longer_kept_ends_the_replay_with_an_error_that_says_so() -> None:
+    buffer = ResumeBuffer(2_000)
+    events = buffer.session()
+    last = await events.store_event("4", note("late"))
+    await events.store_event("4", answer(4, "y" * 5_000))  # larger than the whole buffer
+    sent: list[EventMessage] = []
+
+    async def send(event: EventMessage) -> None:
+        sent.append(event)
+
+    assert not buffer.nothing_more(last)  # the replay has the error to send
+    with anyio.fail_after(5):
+        assert await events.replay_events_after(last, send) is None
+    [lost] = [event.message for event in sent]
+    assert isinstance(lost, JSONRPCError) and lost.id == 4
+    assert lost.error.data == {"error_code": "answer_lost"}
+    assert "MCP_RESUME_BUFFER_BYTES" in lost.error.message and "again" in lost.error.message
+
+
+async def test_nothing_more_after_an_answer_or_an_event_not_kept() -> None:
+    buffer = ResumeBuffer(1 << 20)
+    events = buffer.session()
+    priming = await events.store_event("2", None)
+    assert not buffer.nothing_more(priming)  # running
+    given = await events.store_event("2", answer(2))
+    assert not buffer.nothing_more(priming)  # the answer is still to be replayed
+    assert buffer.nothing_more(given)  # the client has it
+    assert buffer.nothing_more("12345") and buffer.nothing_more("not a number")
+    assert await replayed(events, given) == ([], None)
 
 
 async def test_a_sessions_events_go_with_it() -> None:
@@ -108,11 +152,20 @@ async def test_a_request_id_used_again_is_a_new_stream() -> None:
     assert await replayed(events, new) == (["{'t': 'new'}"], None)
 
 
-async def test_a_cancelled_reply_is_never_replayed_and_its_stream_stays_open() -> None:
-    events = ResumeBuffer(1 << 20).session()
+async def test_a_cancelled_reply_is_never_replayed_and_its_stream_is_over() -> None:
+    buffer = ResumeBuffer(1 << 20)
+    events = buffer.session()
     priming = await events.store_event("9", None)
-    cancelled = ErrorData(code=REQUEST_CANCELLED, message="Request cancelled")
-    await events.store_event("9", JSONRPCError(jsonrpc="2.0", id=9, error=cancelled))
-    with anyio.move_on_after(0.2) as waited:
-        await replayed(events, priming)
-    assert waited.cancelled_caught
+    async with anyio.create_task_group() as tg:
+        result: list[tuple[list[str], str | None]] = []
+
+        async def resume() -> None:
+            result.append(await replayed(events, priming))
+
+        tg.start_soon(resume)
+        await anyio.sleep(0.05)
+        cancelled = ErrorData(code=REQUEST_CANCELLED, message="Request cancelled")
+        await events.store_event("9", JSONRPCError(jsonrpc="2.0", id=9, error=cancelled))
+    assert result == [([], None)]  # the waiting replay ends, with nothing sent
+    assert buffer.nothing_more(priming)
+    assert await replayed(events, priming) == ([], None)
