@@ -7,7 +7,13 @@ import gc
 
 import anyio
 from mcp.server.streamable_http import GET_STREAM_KEY, EventMessage
-from mcp_types import ErrorData, JSONRPCError, JSONRPCNotification, JSONRPCResponse
+from mcp_types import (
+    ErrorData,
+    JSONRPCError,
+    JSONRPCMessage,
+    JSONRPCNotification,
+    JSONRPCResponse,
+)
 
 from services.gateway.resumption import ResumeBuffer, SessionEvents
 from services.gateway.transports import REQUEST_CANCELLED
@@ -36,6 +42,26 @@ async def replayed(events: SessionEvents, after: str) -> tuple[list[str], str | 
     return texts, stream
 
 
+async def replayed_while(
+    events: SessionEvents, after: str, *messages: tuple[str, JSONRPCMessage]
+) -> tuple[list[str], str | None]:
+    """What a replay after `after` sends when it has waited (it has not ended yet) and then
+    `messages` come, each (stream, message)."""
+    async with anyio.create_task_group() as tg:
+        result: list[tuple[list[str], str | None]] = []
+
+        async def resume() -> None:
+            result.append(await replayed(events, after))
+
+        tg.start_soon(resume)
+        await anyio.sleep(0.05)
+        assert result == []  # still waiting
+        for stream, message in messages:
+            await events.store_event(stream, message)
+    [outcome] = result
+    return outcome
+
+
 async def test_a_replay_sends_what_came_after_and_ends_with_the_answer() -> None:
     buffer = ResumeBuffer(1 << 20)
     events, other = buffer.session(), buffer.session()
@@ -53,18 +79,8 @@ async def test_a_replay_sends_what_came_after_and_ends_with_the_answer() -> None
 async def test_a_replay_of_a_running_request_waits_for_what_comes() -> None:
     events = ResumeBuffer(1 << 20).session()
     priming = await events.store_event("3", None)
-    async with anyio.create_task_group() as tg:
-        result: list[tuple[list[str], str | None]] = []
-
-        async def resume() -> None:
-            result.append(await replayed(events, priming))
-
-        tg.start_soon(resume)
-        await anyio.sleep(0.05)
-        assert result == []  # still waiting: nothing answered yet
-        await events.store_event("3", note("halfway"))
-        await events.store_event("3", answer(3))
-    assert result == [(["{'t': 'halfway'}", "{'t': 'done'}"], None)]
+    replay = await replayed_while(events, priming, ("3", note("halfway")), ("3", answer(3)))
+    assert replay == (["{'t': 'halfway'}", "{'t': 'done'}"], None)
 
 
 async def test_the_standalone_stream_is_handed_back_to_the_live_stream() -> None:
@@ -88,17 +104,8 @@ async def test_the_oldest_events_go_past_the_bound_and_a_replay_skips_what_was_d
     await events.store_event("1", note("y" * 5_000))
     await events.store_event("1", note("later"))
     assert not buffer.nothing_more(last)  # the request runs on: its answer is to come
-    async with anyio.create_task_group() as tg:
-        result: list[tuple[list[str], str | None]] = []
-
-        async def resume() -> None:
-            result.append(await replayed(events, last))
-
-        tg.start_soon(resume)
-        await anyio.sleep(0.05)
-        assert result == []  # "later" sent, the answer waited for
-        await events.store_event("1", answer(1))
-    assert result == [(["{'t': 'later'}", "{'t': 'done'}"], None)]
+    replay = await replayed_while(events, last, ("1", answer(1)))  # "later" sent, then waited
+    assert replay == (["{'t': 'later'}", "{'t': 'done'}"], None)
 
 
 async def test_an_answer_no_longer_kept_ends_the_replay_with_an_error_that_says_so() -> None:
@@ -156,16 +163,9 @@ async def test_a_cancelled_reply_is_never_replayed_and_its_stream_is_over() -> N
     buffer = ResumeBuffer(1 << 20)
     events = buffer.session()
     priming = await events.store_event("9", None)
-    async with anyio.create_task_group() as tg:
-        result: list[tuple[list[str], str | None]] = []
-
-        async def resume() -> None:
-            result.append(await replayed(events, priming))
-
-        tg.start_soon(resume)
-        await anyio.sleep(0.05)
-        cancelled = ErrorData(code=REQUEST_CANCELLED, message="Request cancelled")
-        await events.store_event("9", JSONRPCError(jsonrpc="2.0", id=9, error=cancelled))
-    assert result == [([], None)]  # the waiting replay ends, with nothing sent
+    cancelled = ErrorData(code=REQUEST_CANCELLED, message="Request cancelled")
+    reply = JSONRPCError(jsonrpc="2.0", id=9, error=cancelled)
+    # The waiting replay ends, with nothing sent.
+    assert await replayed_while(events, priming, ("9", reply)) == ([], None)
     assert buffer.nothing_more(priming)
     assert await replayed(events, priming) == ([], None)
