@@ -22,8 +22,11 @@ one, so the client can resume even before the first message. This module is that
 - A cancelled request's `Request cancelled` reply is not stored: the guards in
   `services.gateway.transports` leave it out of the live stream (MCP: no answer to a
   cancelled request). Its stream is over all the same.
+- An event's ID names its stream as well as its place (`serial-number`), so a client whose
+  last event is no longer kept still resumes its stream while the stream is held (by its
+  session, or by an event kept): what is kept after that event, then the live stream.
 - A resumption with nothing more to come (its stream answered or cancelled and nothing
-  after the client's event, or an event ID not kept) is answered `204 No Content`
+  after the client's event, or an event ID of no stream held) is answered `204 No Content`
   (`NothingMore`), not with a stream that ends at once: both SDK clients reconnect to a
   stream that ends without an answer, the Python one without end, and the TypeScript one
   (1.x) counts only results as answers, so it came back after every JSON-RPC error and
@@ -80,12 +83,15 @@ _OVERHEAD = 200
 
 @dataclass(eq=False)
 class _Stream:
-    """One stream of one session (`home`, its streams by key): its events still kept, in
-    order, as (number, JSON or None for a priming event); whether it is over (answered or
-    cancelled) and its answer's number; the newest number dropped from it."""
+    """One stream of one session (`session`; `home`, its streams by key), `serial` in the
+    buffer: its events still kept, in order, as (number, JSON or None for a priming event);
+    whether it is over (answered or cancelled) and its answer's number; the newest number
+    dropped from it."""
 
     key: StreamId
     home: dict[StreamId, _Stream]
+    session: int
+    serial: int
     events: deque[tuple[int, bytes | None]] = field(default_factory=deque)
     over: bool = False
     answer: int | None = None
@@ -95,6 +101,11 @@ class _Stream:
     def add(self, number: int, data: bytes | None) -> None:
         self.events.append((number, data))
         self.wake()
+
+    def event_id(self, number: int) -> str:
+        """An event's ID names its stream too, so that a client whose last event is no longer
+        kept still resumes the stream (what is kept after it, or the live stream)."""
+        return f"{self.serial}-{number}"
 
     def wake(self) -> None:
         self.changed.set()
@@ -127,8 +138,11 @@ class ResumeBuffer:
         self.bytes = 0
         self._numbers = count(1)
         self._sessions = count(1)
-        # Every kept event, oldest first: its number -> (session, stream, size).
-        self._kept: OrderedDict[int, tuple[int, _Stream, int]] = OrderedDict()
+        self._serials = count(1)
+        # Every kept event, oldest first: its number -> (stream, size).
+        self._kept: OrderedDict[int, tuple[_Stream, int]] = OrderedDict()
+        # Every stream still held (by its session, or by an event kept), by serial.
+        self._streams: weakref.WeakValueDictionary[int, _Stream] = weakref.WeakValueDictionary()
 
     def session(self) -> SessionEvents:
         """A new session's view: its own streams; they are dropped when it is."""
@@ -141,7 +155,13 @@ class ResumeBuffer:
         """The next event's number (numbers only grow, across all sessions)."""
         return next(self._numbers)
 
-    def keep(self, session: int, stream: _Stream, data: bytes | None) -> int:
+    def stream(self, key: StreamId, home: dict[StreamId, _Stream], session: int) -> _Stream:
+        """A new stream of `session`, in its `home`."""
+        stream = home[key] = _Stream(key, home, session, next(self._serials))
+        self._streams[stream.serial] = stream
+        return stream
+
+    def keep(self, stream: _Stream, data: bytes | None) -> int:
         """The number of a new event on `stream`; kept unless larger than the whole buffer."""
         number = self.number()
         size = _OVERHEAD + (len(data) if data else 0)
@@ -151,26 +171,27 @@ class ResumeBuffer:
             return number
         while self._kept and self.bytes + size > self.max_bytes:
             self._drop_oldest()
-        self._kept[number] = (session, stream, size)
+        self._kept[number] = (stream, size)
         self.bytes += size
         stream.add(number, data)
         return number
 
     def find(self, event_id: str, session: int | None) -> tuple[_Stream, int] | None:
-        """The stream of a kept event of `session` (of any session: None), and the event's
-        number."""
+        """The stream of an event of `session` (of any session: None), still held, and the
+        event's number."""
+        serial, _, number = event_id.partition("-")
         try:
-            number = int(event_id)
+            stream, after = self._streams.get(int(serial)), int(number)
         except ValueError:
             return None
-        kept = self._kept.get(number)
-        if kept is None or session not in (None, kept[0]):
+        if stream is None or session not in (None, stream.session):
             return None
-        return kept[1], number
+        return stream, after
 
     def nothing_more(self, event_id: str) -> bool:
-        """Whether a replay after `event_id` ends at once with nothing to send: an event not
-        kept, or one after which its stream, over, holds nothing and lost no answer."""
+        """Whether a replay after `event_id` ends at once with nothing to send: an event of
+        no stream held, or one after which its stream, over, holds nothing and lost no
+        answer."""
         found = self.find(event_id, None)
         if found is None:
             return True
@@ -178,7 +199,7 @@ class ResumeBuffer:
         return stream.over and not stream.after(number) and not stream.lost(number)
 
     def _drop_oldest(self) -> None:
-        number, (_, stream, size) = self._kept.popitem(last=False)
+        number, (stream, size) = self._kept.popitem(last=False)
         self.bytes -= size
         stream.events.popleft()
         stream.dropped = number
@@ -187,7 +208,7 @@ class ResumeBuffer:
     def _forget(self, streams: dict[StreamId, _Stream]) -> None:
         for stream in streams.values():
             for number, _ in stream.events:
-                _, _, size = self._kept.pop(number)
+                _, size = self._kept.pop(number)
                 self.bytes -= size
             stream.events.clear()
         streams.clear()
@@ -206,15 +227,16 @@ class SessionEvents(EventStore):
         if stream is None or stream.over or (message is None and stream_id != GET_STREAM_KEY):
             # A request's priming event, or its first event after the end of one of the same
             # ID (a client may number a later request the same), opens a new stream.
-            stream = self._streams[stream_id] = _Stream(stream_id, self._streams)
+            stream = self._buffer.stream(stream_id, self._streams, self._key)
         if isinstance(message, JSONRPCError) and message.error.code == REQUEST_CANCELLED:
             stream.end(None)
-            return str(self._buffer.number())  # left out of the stream and of any replay
+            # Left out of the stream and of any replay.
+            return stream.event_id(self._buffer.number())
         data = None if message is None else _json(message)
-        number = self._buffer.keep(self._key, stream, data)
+        number = self._buffer.keep(stream, data)
         if isinstance(message, JSONRPCResponse | JSONRPCError):
             stream.end(number)  # before any waiter that `keep` woke runs
-        return str(number)
+        return stream.event_id(number)
 
     async def replay_events_after(
         self, last_event_id: EventId, send_callback: EventCallback
@@ -230,14 +252,14 @@ class SessionEvents(EventStore):
                 last = number
                 if data is not None:
                     message = jsonrpc_message_adapter.validate_json(data)
-                    await send_callback(EventMessage(message, str(number)))
+                    await send_callback(EventMessage(message, stream.event_id(number)))
             if stream.key == GET_STREAM_KEY:
                 return stream.key  # the SDK's live stream takes it from here
             if pending:
                 continue  # more may have come while those were sent
             if stream.lost(last):
                 lost = answer_lost(stream.key, self._buffer.max_bytes)
-                await send_callback(EventMessage(lost, str(self._buffer.number())))
+                await send_callback(EventMessage(lost, stream.event_id(self._buffer.number())))
             if stream.over:
                 return None  # the stream ends, as the POST's would have
             await changed.wait()

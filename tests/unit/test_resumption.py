@@ -90,6 +90,17 @@ async def test_the_standalone_stream_is_handed_back_to_the_live_stream() -> None
     assert await replayed(events, first) == (["{'t': 'b'}"], GET_STREAM_KEY)
 
 
+async def test_the_standalone_stream_resumes_after_an_event_no_longer_kept() -> None:
+    buffer = ResumeBuffer(1_000)
+    events = buffer.session()
+    first = await events.store_event(GET_STREAM_KEY, note("a" * 300))
+    for text in ("b" * 300, "c"):
+        await events.store_event(GET_STREAM_KEY, note(text))
+    assert not buffer.nothing_more(first)  # "a" is gone, the stream is not: "c" comes, then live
+    texts, stream = await replayed(events, first)
+    assert texts[-1] == "{'t': 'c'}" and stream == GET_STREAM_KEY
+
+
 async def test_the_oldest_events_go_past_the_bound_and_a_replay_skips_what_was_dropped() -> None:
     buffer = ResumeBuffer(2_000)
     events = buffer.session()
@@ -97,15 +108,17 @@ async def test_the_oldest_events_go_past_the_bound_and_a_replay_skips_what_was_d
     for n in range(20):
         await events.store_event("1", note(f"progress {n:02d} " + "x" * 100))
     assert buffer.bytes <= 2_000
-    assert buffer.nothing_more(priming)  # gone: nothing can be said after it
-    assert await replayed(events, priming) == ([], None)
-    # A notification too large for the whole buffer is not kept; a replay skips it.
-    last = await events.store_event("1", note("late"))
-    await events.store_event("1", note("y" * 5_000))
+    await events.store_event("1", note("late"))
+    await events.store_event("1", note("y" * 5_000))  # larger than the whole buffer: not kept
     await events.store_event("1", note("later"))
-    assert not buffer.nothing_more(last)  # the request runs on: its answer is to come
-    replay = await replayed_while(events, last, ("1", answer(1)))  # "later" sent, then waited
-    assert replay == (["{'t': 'later'}", "{'t': 'done'}"], None)
+    # The client's last event is gone, not its stream, and the request runs on: what is kept
+    # comes, then the answer when it is given.
+    assert not buffer.nothing_more(priming)
+    texts, stream = await replayed_while(events, priming, ("1", answer(1)))
+    assert texts[-3:] == ["{'t': 'late'}", "{'t': 'later'}", "{'t': 'done'}"] and stream is None
+    progress = [f"{{'t': 'progress {n:02d} {'x' * 100}'}}" for n in range(20)]
+    kept = len(texts) - 3
+    assert 0 < kept < 20 and texts[:kept] == progress[-kept:]
 
 
 async def test_an_answer_no_longer_kept_ends_the_replay_with_an_error_that_says_so() -> None:
@@ -136,6 +149,7 @@ async def test_nothing_more_after_an_answer_or_an_event_not_kept() -> None:
     assert not buffer.nothing_more(priming)  # the answer is still to be replayed
     assert buffer.nothing_more(given)  # the client has it
     assert buffer.nothing_more("12345") and buffer.nothing_more("not a number")
+    assert buffer.nothing_more("999-1")  # no such stream
     assert await replayed(events, given) == ([], None)
 
 
