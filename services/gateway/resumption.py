@@ -71,10 +71,10 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from services.gateway.transports import (
     REQUEST_CANCELLED,
-    STREAM_HEADERS,
     header,
     is_event_stream,
     rewriting,
+    without_stream_headers,
 )
 
 # What one stored event costs beyond its JSON text (its records in the buffer).
@@ -300,8 +300,7 @@ class NothingMore:
 def _no_content(start: Message, body: bytes) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
     if body.strip():  # not the stream the buffer foresaw: it goes as it is
         return start["status"], list(start.get("headers") or []), body
-    kept = [(k, v) for k, v in start.get("headers") or [] if k.lower() not in STREAM_HEADERS]
-    return 204, kept, b""
+    return 204, without_stream_headers(start), b""
 
 
 def _json(message: JSONRPCMessage) -> bytes:

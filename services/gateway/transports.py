@@ -40,8 +40,8 @@ _EVENT_END = re.compile(rb"\r\n\r\n|\n\n|\r\r")
 _JSON_RANGES = frozenset({"application/json", "application/*", "*/*"})
 _STREAM_RANGES = frozenset({"text/event-stream", "text/*", "*/*"})
 _BOTH = b"application/json, text/event-stream"
-# An event stream's own headers, replaced when its one response is sent as JSON.
-STREAM_HEADERS = frozenset(
+# An event stream's own headers, left out when another response is sent in its place.
+_STREAM_HEADERS = frozenset(
     {b"content-type", b"content-length", b"transfer-encoding", b"connection", b"x-accel-buffering"}
 )
 
@@ -243,10 +243,15 @@ def is_event_stream(start: Message) -> bool:
     return bytes(content_type).startswith(b"text/event-stream")
 
 
+def without_stream_headers(start: Message) -> list[tuple[bytes, bytes]]:
+    """An event stream's response headers but its own, for the response sent in its place."""
+    return [(k, v) for k, v in start.get("headers") or [] if k.lower() not in _STREAM_HEADERS]
+
+
 def _one_json_reply(start: Message, stream: bytes) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
     """The JSON-RPC response an event stream carries, as a JSON body (an array when it carries
     several; 202 and no body when none, a cancelled request's)."""
-    headers = [(k, v) for k, v in start.get("headers") or [] if k.lower() not in STREAM_HEADERS]
+    headers = without_stream_headers(start)
     replies = replies_in(stream)
     if not replies:
         return 202, headers, b""

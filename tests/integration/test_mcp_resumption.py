@@ -58,6 +58,20 @@ def slow_embedder() -> Iterator[None]:
         EMBEDDER.delay_s = 0.0
 
 
+def call(http: httpx.Client, headers: dict[str, str], name: str, **arguments: Any) -> list[Any]:
+    """One `tools/call` (request ID 2) over raw HTTP in the session of `headers`: the fields
+    of each event of its stream."""
+    params = {"name": name, "arguments": arguments}
+    request = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": params}
+    return event_fields(http.post("/mcp", json=request, headers=headers).text)
+
+
+def resume(http: httpx.Client, headers: dict[str, str], last: str) -> httpx.Response:
+    """`GET /mcp` with `Last-Event-ID` in the session of `headers`."""
+    resumed = {**headers, "accept": "text/event-stream", "last-event-id": last}
+    return http.get("/mcp", headers=resumed)
+
+
 async def call_through(url: str, cutter: Cutter, name: str, arguments: dict[str, Any]) -> Any:
     """One tool call by the Python SDK's client, through a proxy cutting as `cutter` says."""
     with cutting_proxy(url, cutter) as proxied:
@@ -116,21 +130,19 @@ def test_a_resumption_with_nothing_more_to_come_is_answered_no_content(gateway: 
     stops the TypeScript client, where a stream that ended at once had it come back."""
     with httpx.Client(base_url=gateway, timeout=30) as http:
         headers = open_session(http, PROTOCOL)
-        call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "nope"}}
-        answered = event_fields(http.post("/mcp", json=call, headers=headers).text)
+        answered = call(http, headers, "nope")
         assert "error" in json.loads(answered[-1]["data"])  # a JSON-RPC error, the 1.x case
-        resumed = {**headers, "accept": "text/event-stream"}
         for last in (answered[-1]["id"], "987654321"):
-            reply = http.get("/mcp", headers={**resumed, "last-event-id": last})
+            reply = resume(http, headers, last)
             assert reply.status_code == 204 and reply.content == b"", reply
             assert reply.headers["mcp-session-id"] == headers["mcp-session-id"]
             assert "content-type" not in reply.headers
         # Replayed as before when there is something to send: the answer after the priming.
-        replay = http.get("/mcp", headers={**resumed, "last-event-id": answered[0]["id"]})
+        replay = resume(http, headers, answered[0]["id"])
         assert replay.status_code == 200 and '"error"' in replay.text
         # The session's own checks still come first.
-        elsewhere = {**resumed, "mcp-session-id": "no-such-session", "last-event-id": last}
-        assert http.get("/mcp", headers=elsewhere).status_code == 404
+        elsewhere = {**headers, "mcp-session-id": "no-such-session"}
+        assert resume(http, elsewhere, last).status_code == 404
 
 
 @pytest.mark.parametrize("mode", ["before_answer", "after_first_id"])
@@ -159,20 +171,13 @@ def test_a_session_is_replayed_its_own_events_only(gateway: str) -> None:
         first, second = open_session(http, PROTOCOL), open_session(http, PROTOCOL)
         answers = {}
         for headers, source in ((first, "first-session"), (second, "second-session")):
-            call = {
-                "jsonrpc": "2.0",
-                "id": 2,
-                "method": "tools/call",
-                "params": {"name": "ingest_content", "arguments": {**NOTE, "source": source}},
-            }
-            answers[source] = event_fields(http.post("/mcp", json=call, headers=headers).text)
+            answers[source] = call(http, headers, "ingest_content", **{**NOTE, "source": source})
         priming = answers["first-session"][0]
         assert priming.get("data", "") == "" and "id" in priming
         first_id = priming["id"]
 
         def replay(headers: dict[str, str]) -> str:
-            resumed = {**headers, "accept": "text/event-stream", "last-event-id": first_id}
-            return http.get("/mcp", headers=resumed).text
+            return resume(http, headers, first_id).text
 
         mine = replay(first)
         assert "first-session" in mine and "second-session" not in mine
